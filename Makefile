@@ -1,0 +1,33 @@
+# The two commands (README): `make train` and `make test`. Each installs what
+# is missing (tools/setup-deps), configures and builds first.
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build test asan tsan clean
+
+all: build
+
+deps:
+	@tools/setup-deps
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Sanitizer builds live in their own folders and run the whole suite.
+asan:
+	@$(MAKE) --no-print-directory test BUILD=build-asan \
+	  CMAKE_ARGS="-DPRONGHORN_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug"
+
+tsan:
+	@$(MAKE) --no-print-directory test BUILD=build-tsan \
+	  CMAKE_ARGS="-DPRONGHORN_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug"
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,305 @@
+// Reading, validating and printing the Config. The keys themselves are in
+// config_schema.cpp.
+#include "core/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "core/config_schema.h"
+#include "core/error.h"
+#include "core/suggest.h"
+
+namespace pronghorn {
+namespace {
+
+using config_schema::Field;
+
+[[noreturn]] void fail(const std::string& message) { throw UsageError("config: " + message); }
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", ch);
+        else out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string format_number(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "nan";
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string format_value(const config_schema::Target& target) {
+  struct Visitor {
+    std::string operator()(int64_t* v) const { return std::to_string(*v); }
+    std::string operator()(double* v) const { return format_number(*v); }
+    std::string operator()(std::string* v) const { return quoted(*v); }
+    std::string operator()(std::vector<int64_t>* v) const {
+      return "[" + fmt::format("{}", fmt::join(*v, ", ")) + "]";
+    }
+  };
+  return std::visit(Visitor{}, target);
+}
+
+std::string node_text(const toml::node& node) {
+  if (node.is_string()) return quoted(node.as_string()->get());  // toml++ would use '...'
+  std::ostringstream out;
+  node.visit([&out](const auto& value) { out << value; });
+  return out.str();
+}
+
+// Stores `node` into the field's value, or fails naming the field and the value.
+void assign(const Field& field, const toml::node& node, const std::string& origin) {
+  auto wrong_type = [&] {
+    fail(fmt::format("{}: {} = {}: expected {}", origin, field.name(), node_text(node),
+                     config_schema::type_name(field.target)));
+  };
+  struct Visitor {
+    const toml::node& node;
+    const decltype(wrong_type)& wrong;
+    void operator()(int64_t* v) const {
+      if (!node.is_integer()) wrong();
+      *v = node.as_integer()->get();
+    }
+    void operator()(double* v) const {
+      if (node.is_integer()) *v = static_cast<double>(node.as_integer()->get());
+      else if (node.is_floating_point()) *v = node.as_floating_point()->get();
+      else wrong();
+    }
+    void operator()(std::string* v) const {
+      if (!node.is_string()) wrong();
+      *v = node.as_string()->get();
+    }
+    void operator()(std::vector<int64_t>* v) const {
+      const toml::array* array = node.as_array();
+      if (array == nullptr) wrong();
+      std::vector<int64_t> items;
+      for (const toml::node& item : *array) {
+        if (!item.is_integer()) wrong();
+        items.push_back(item.as_integer()->get());
+      }
+      *v = std::move(items);
+    }
+  };
+  std::visit(Visitor{node, wrong_type}, field.target);
+}
+
+std::vector<std::string> section_names(const std::vector<Field>& table) {
+  std::vector<std::string> names;
+  for (const Field& f : table)
+    if (names.empty() || names.back() != f.section) names.emplace_back(f.section);
+  return names;
+}
+
+const Field& find_field(const std::vector<Field>& table, std::string_view section,
+                        std::string_view key, const std::string& origin) {
+  std::vector<std::string> sections = section_names(table);
+  if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+    fail(fmt::format("{}: unknown section [{}]{}; sections are {}", origin, section,
+                     did_you_mean(section, sections), fmt::join(sections, ", ")));
+  }
+  std::vector<std::string> keys;
+  for (const Field& f : table) {
+    if (f.section == section && f.key == key) return f;
+    if (f.section == section) keys.push_back(f.name());
+  }
+  std::string full = fmt::format("{}.{}", section, key);
+  fail(fmt::format("{}: unknown key {}{}", origin, full, did_you_mean(full, keys)));
+}
+
+void apply_table(std::vector<Field>& table, const toml::table& root, const std::string& origin) {
+  for (const auto& [section, node] : root) {
+    const toml::table* keys = node.as_table();
+    if (keys == nullptr) {
+      fail(fmt::format("{}: {} = {}: expected a [section] holding keys, not a top-level value",
+                       origin, section.str(), node_text(node)));
+    }
+    for (const auto& [key, value] : *keys) {
+      assign(find_field(table, section.str(), key.str(), origin), value, origin);
+    }
+  }
+}
+
+void apply_override(std::vector<Field>& table, const std::string& text) {
+  const std::string origin = fmt::format("--set {}", text);
+  size_t eq = text.find('=');
+  size_t dot = text.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+    fail(fmt::format("{}: expected section.key=value", origin));
+  }
+  std::string section = text.substr(0, dot);
+  std::string key = text.substr(dot + 1, eq - dot - 1);
+  std::string value = text.substr(eq + 1);
+  const Field& field = find_field(table, section, key, origin);
+
+  // Strings may be written bare (--set env.name=cartpole); everything else is TOML.
+  bool bare_string = std::holds_alternative<std::string*>(field.target) &&
+                     (value.empty() || (value.front() != '"' && value.front() != '\''));
+  if (bare_string) {
+    *std::get<std::string*>(field.target) = value;
+    return;
+  }
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    fail(fmt::format("{}: {} = {}: expected {} written as in TOML", origin, field.name(), value,
+                     config_schema::type_name(field.target)));
+  }
+  assign(field, *parsed.get("v"), origin);
+}
+
+void check_ranges(Config& config) {
+  for (const Field& f : config_schema::fields(config)) {
+    auto out_of_range = [&](double v) { return !(v >= f.min && v <= f.max); };
+    bool integral = !std::holds_alternative<double*>(f.target);
+    std::string range =
+        integral ? fmt::format("in [{}, {}]", static_cast<int64_t>(f.min), static_cast<int64_t>(f.max))
+                 : fmt::format("in [{}, {}]", format_number(f.min), format_number(f.max));
+    if (auto* v = std::get_if<int64_t*>(&f.target); v && out_of_range(static_cast<double>(**v))) {
+      fail(fmt::format("{} = {}: expected an integer {}", f.name(), **v, range));
+    }
+    if (auto* v = std::get_if<double*>(&f.target); v && out_of_range(**v)) {
+      fail(fmt::format("{} = {}: expected a number {}", f.name(), format_number(**v), range));
+    }
+    if (auto* v = std::get_if<std::vector<int64_t>*>(&f.target)) {
+      for (int64_t item : **v) {
+        if (out_of_range(static_cast<double>(item))) {
+          fail(fmt::format("{} = {}: expected every item {}", f.name(), format_value(f.target),
+                           range));
+        }
+      }
+    }
+    if (auto* v = std::get_if<std::string*>(&f.target); v && !f.choices.empty()) {
+      if (std::find(f.choices.begin(), f.choices.end(), **v) == f.choices.end()) {
+        std::vector<std::string> choices(f.choices.begin(), f.choices.end());
+        fail(fmt::format("{} = {}: expected one of {}{}", f.name(), quoted(**v),
+                         fmt::join(choices, ", "), did_you_mean(**v, choices)));
+      }
+    }
+  }
+}
+
+void check_address(const std::string& key, const std::string& address) {
+  size_t colon = address.rfind(':');
+  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < address.size();
+  int64_t port = 0;
+  for (size_t i = colon + 1; ok && i < address.size(); ++i) {
+    ok = std::isdigit(static_cast<unsigned char>(address[i])) && port <= 65535;
+    port = port * 10 + (address[i] - '0');
+  }
+  if (!ok || port < 1 || port > 65535) {
+    fail(fmt::format("{} = {}: expected HOST:PORT with a port in [1, 65535]", key,
+                     quoted(address)));
+  }
+}
+
+void check_combinations(const Config& c) {
+  if (c.learner.batch_size >= c.learner.ring_slots) {
+    fail(fmt::format(
+        "learner.batch_size = {}: expected fewer than learner.ring_slots = {}, so actors can "
+        "write while the learner holds a batch",
+        c.learner.batch_size, c.learner.ring_slots));
+  }
+  if (c.loss.advantages == "gae" && c.loss.kind != "ppo") {
+    fail(fmt::format("loss.advantages = \"gae\": expected loss.kind = \"ppo\" (is {}); the "
+                     "IMPALA loss uses V-trace",
+                     quoted(c.loss.kind)));
+  }
+  if (c.server.tls_cert.empty() != c.server.tls_key.empty()) {
+    fail("server.tls_cert and server.tls_key: expected both set or both empty");
+  }
+  if (!c.server.tls_client_ca.empty() && c.server.tls_cert.empty()) {
+    fail("server.tls_client_ca: expected server.tls_cert and server.tls_key to be set too");
+  }
+  check_address("server.address", c.server.address);
+  bool name_ok = std::all_of(c.run.name.begin(), c.run.name.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+  });
+  if (!name_ok || c.run.name == "." || c.run.name == "..") {
+    fail(fmt::format("run.name = {}: expected letters, digits, '-', '_' or '.'",
+                     quoted(c.run.name)));
+  }
+  if (c.env.name.empty() && c.env.plugin.empty()) {
+    fail("env.name = \"\": expected a built-in env name, or env.plugin set");
+  }
+}
+
+Config resolve(const toml::table* root, const std::string& origin,
+               const std::vector<std::string>& overrides) {
+  Config config;
+  std::vector<Field> table = config_schema::fields(config);
+  if (root != nullptr) apply_table(table, *root, origin);
+  for (const std::string& text : overrides) apply_override(table, text);
+  validate(config);
+  return config;
+}
+
+// toml++ is used header-only with exceptions: parse errors arrive as toml::parse_error.
+[[noreturn]] void fail_parse(const std::string& origin, const toml::parse_error& e) {
+  const toml::source_position& at = e.source().begin;
+  if (at.line == 0) fail(fmt::format("{}: {}", origin, e.description()));
+  fail(fmt::format("{}:{}:{}: {}", origin, at.line, at.column, e.description()));
+}
+
+}  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    fail_parse(origin, e);
+  }
+  return resolve(&root, origin, overrides);
+}
+
+Config load_config(const std::string& toml_path, const std::vector<std::string>& overrides) {
+  if (toml_path.empty()) return resolve(nullptr, "", overrides);
+  toml::table root;
+  try {
+    root = toml::parse_file(toml_path);
+  } catch (const toml::parse_error& e) {
+    fail_parse(toml_path, e);
+  }
+  return resolve(&root, toml_path, overrides);
+}
+
+void validate(const Config& config) {
+  Config copy = config;  // the schema table takes mutable pointers
+  check_ranges(copy);
+  check_combinations(config);
+}
+
+std::string to_toml(const Config& config) {
+  Config copy = config;
+  std::string out;
+  std::string_view section;
+  for (const Field& f : config_schema::fields(copy)) {
+    if (f.section != section) {
+      out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", f.section);
+      section = f.section;
+    }
+    out += fmt::format("{:<22} # {}\n", fmt::format("{} = {}", f.key, format_value(f.target)),
+                       f.help);
+  }
+  return out;
+}
+
+}  // namespace pronghorn

@@ -1,0 +1,112 @@
+// The one validated configuration of a Pronghorn job (DESIGN.md §5).
+//
+// Sources, later wins: embedded defaults (configs/cartpole.toml's values, in
+// the member initialisers below) → one TOML file → `--set section.key=value`
+// overrides. load_config() validates everything before any work starts: an
+// unknown section or key, a wrong type, an out-of-range value or an
+// inconsistent combination throws pronghorn::UsageError with one line naming
+// the key, the value given and what was expected.
+//
+// Every key, its range and its one-line help live in config_schema.cpp; this
+// header only holds the values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pronghorn {
+
+struct EnvConfig {
+  std::string name = "cartpole";  // a built-in env (`pronghorn envs` lists them)
+  std::string plugin;             // path of a user env library; overrides `name`
+  int64_t num_envs = 256;         // K: envs stepped as one batch by each actor
+  int64_t max_episode_steps = 0;  // time limit; 0 keeps the env's own
+};
+
+struct ActorConfig {
+  int64_t count = 0;           // actor processes on this node; 0 = one per spare core
+  int64_t unroll_length = 32;  // T: env steps per unroll
+  int64_t threads = 1;         // LibTorch intra-op threads per actor
+};
+
+struct LearnerConfig {
+  int64_t batch_size = 4;        // B: unrolls per learner step
+  int64_t ring_slots = 16;       // unroll slots in the shared-memory ring
+  int64_t max_policy_lag = 16;   // unrolls older than this many versions are dropped
+  std::string optimizer = "adam";
+  double learning_rate = 1e-3;
+  std::string lr_schedule = "linear";  // decays to 0 at run.total_steps, or "constant"
+  double adam_eps = 1e-8;
+  double rmsprop_alpha = 0.99;
+  double max_grad_norm = 40.0;
+  std::string device = "auto";  // "auto": CUDA when present, else CPU
+  int64_t threads = 0;          // LibTorch intra-op threads; 0 = cores left after actors
+};
+
+struct LossConfig {
+  std::string kind = "impala";  // "impala" (V-trace actor-critic) or "ppo"
+  std::string advantages = "vtrace";  // PPO only: "vtrace" or "gae"
+  double discount = 0.99;
+  double rho_bar = 1.0;     // V-trace ρ̄: clips importance weights in the value targets
+  double c_bar = 1.0;       // V-trace c̄: clips the trace-cutting coefficients
+  double rho_pg_bar = 1.0;  // clips importance weights in the policy-gradient advantage
+  double gae_lambda = 0.95;
+  double ppo_clip = 0.2;
+  double baseline_cost = 0.5;
+  double entropy_cost = 0.01;
+  std::string reduction = "mean";  // over the T·B samples of a batch: "mean" or "sum"
+};
+
+struct ModelConfig {
+  std::string kind = "auto";  // "mlp", "impala_cnn", or "auto" (by observation rank)
+  std::vector<int64_t> hidden = {64, 64};  // MLP hidden layer widths
+  std::string activation = "tanh";         // "tanh" or "relu"
+};
+
+struct RunConfig {
+  std::string name;              // empty: generated from the start time
+  std::string dir = "runs";      // runs live in <dir>/<name>/
+  int64_t seed = 1;
+  int64_t total_steps = 2'000'000;   // env steps; the run stops there
+  double target_return = 0.0;        // stop when the mean return of 100 episodes reaches it; 0 = off
+  double checkpoint_interval_s = 60;
+  int64_t keep_checkpoints = 3;
+  double report_interval_s = 1.0;
+};
+
+struct ServerConfig {
+  std::string address = "127.0.0.1:7453";  // gRPC control plane
+  std::string token_file;                  // empty: generated into the run directory
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;  // set: clients must present a certificate it signed
+  int64_t metrics_port = 7454;  // Prometheus /metrics on loopback; 0 = off
+};
+
+struct Config {
+  EnvConfig env;
+  ActorConfig actor;
+  LearnerConfig learner;
+  LossConfig loss;
+  ModelConfig model;
+  RunConfig run;
+  ServerConfig server;
+};
+
+// Defaults, then `toml_path` (skipped when empty), then `overrides`, each
+// "section.key=value" with the value written as in TOML (strings may drop
+// their quotes). Throws UsageError on the first problem.
+Config load_config(const std::string& toml_path, const std::vector<std::string>& overrides);
+
+// Same, from TOML text instead of a file (`origin` names it in errors).
+Config parse_config(const std::string& toml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides);
+
+// Throws UsageError unless every value is in range and the combination holds.
+void validate(const Config& config);
+
+// The resolved config as TOML that load_config() reads back to an equal Config.
+std::string to_toml(const Config& config);
+
+}  // namespace pronghorn

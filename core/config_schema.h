@@ -1,0 +1,39 @@
+// Every configuration key, in one table: where its value lives, its type, its
+// range or choices, and one line of help. Parsing, validation, printing and
+// `pronghorn config --keys` all walk this table, so a key is declared once.
+// Internal to core/config*.cpp.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/config.h"
+
+namespace pronghorn::config_schema {
+
+using Target =
+    std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*>;
+
+struct Field {
+  std::string_view section;
+  std::string_view key;
+  Target target;  // points into the Config the table was built for
+  double min = -std::numeric_limits<double>::infinity();  // numbers (and list items)
+  double max = std::numeric_limits<double>::infinity();
+  std::vector<std::string_view> choices;  // strings; empty = any string
+  std::string_view help;
+
+  std::string name() const { return std::string(section) + "." + std::string(key); }
+};
+
+// The table, with targets pointing into `config`. Sections in file order.
+std::vector<Field> fields(Config& config);
+
+// Names of the type a field holds, for error messages ("an integer", ...).
+std::string_view type_name(const Target& target);
+
+}  // namespace pronghorn::config_schema

@@ -1,0 +1,174 @@
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace pronghorn {
+namespace {
+
+// The UsageError message parse_config throws, or "" when it does not throw.
+std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(toml, "test.toml", overrides);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Asserts that `message` is one line and holds every one of `parts`.
+void expect_names(const std::string& message, std::initializer_list<std::string> parts) {
+  ASSERT_FALSE(message.empty()) << "expected an error";
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;
+}
+
+TEST(ConfigTest, DefaultsTrainCartPole) {
+  Config c = load_config("", {});
+  EXPECT_EQ(c.env.name, "cartpole");
+  EXPECT_EQ(c.loss.kind, "impala");
+  EXPECT_EQ(c.learner.batch_size, 4);
+  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 64}));
+}
+
+TEST(ConfigTest, FileValuesReplaceDefaults) {
+  Config c = parse_config(R"(
+    [env]
+    num_envs = 64
+    [learner]
+    learning_rate = 3      # an integer is accepted where a number is expected
+    optimizer = "rmsprop"
+    [model]
+    hidden = [128, 32, 8]
+  )", "test.toml", {});
+  EXPECT_EQ(c.env.num_envs, 64);
+  EXPECT_DOUBLE_EQ(c.learner.learning_rate, 3.0);
+  EXPECT_EQ(c.learner.optimizer, "rmsprop");
+  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{128, 32, 8}));
+  EXPECT_EQ(c.actor.unroll_length, 32) << "untouched keys keep their defaults";
+}
+
+TEST(ConfigTest, OverridesWinOverTheFileInOrder) {
+  Config c = parse_config("[env]\nnum_envs = 64\n", "test.toml",
+                          {"env.num_envs=8", "env.num_envs=16", "env.name=pong",
+                           "run.name=\"quoted\"", "model.hidden=[5]", "loss.discount=0.5"});
+  EXPECT_EQ(c.env.num_envs, 16);
+  EXPECT_EQ(c.env.name, "pong");
+  EXPECT_EQ(c.run.name, "quoted");
+  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{5}));
+  EXPECT_DOUBLE_EQ(c.loss.discount, 0.5);
+}
+
+TEST(ConfigTest, BareOverrideOfAStringKeepsItsText) {
+  Config c = load_config("", {"run.name=2026", "env.plugin=./lib my env.so"});
+  EXPECT_EQ(c.run.name, "2026");
+  EXPECT_EQ(c.env.plugin, "./lib my env.so");
+}
+
+TEST(ConfigTest, UnknownSectionSuggestsTheClosestOne) {
+  expect_names(error_of("[enviroment]\nnum_envs = 3\n"),
+               {"test.toml", "unknown section [enviroment]", "did you mean env?"});
+}
+
+TEST(ConfigTest, UnknownKeySuggestsTheClosestOne) {
+  expect_names(error_of("[learner]\nbatch_sise = 3\n"),
+               {"test.toml", "unknown key learner.batch_sise", "did you mean learner.batch_size?"});
+  expect_names(error_of("", {"env.numenvs=3"}),
+               {"--set env.numenvs=3", "unknown key env.numenvs", "did you mean env.num_envs?"});
+}
+
+TEST(ConfigTest, UnknownKeyFarFromAnyGetsNoSuggestion) {
+  std::string message = error_of("[run]\nzzzzzzzzzzzz = 1\n");
+  expect_names(message, {"unknown key run.zzzzzzzzzzzz"});
+  EXPECT_EQ(message.find("did you mean"), std::string::npos) << message;
+}
+
+TEST(ConfigTest, TopLevelKeyIsRejected) {
+  expect_names(error_of("num_envs = 3\n"), {"num_envs = 3", "[section]"});
+}
+
+TEST(ConfigTest, WrongTypeNamesKeyValueAndExpectedType) {
+  expect_names(error_of("[env]\nnum_envs = 2.5\n"), {"env.num_envs = 2.5", "expected an integer"});
+  expect_names(error_of("[env]\nname = 3\n"), {"env.name = 3", "expected a string"});
+  expect_names(error_of("[loss]\ndiscount = \"high\"\n"),
+               {"loss.discount = \"high\"", "expected a number"});
+  expect_names(error_of("[model]\nhidden = [64, \"x\"]\n"),
+               {"model.hidden", "expected a list of integers"});
+  expect_names(error_of("", {"actor.count=many"}),
+               {"--set actor.count=many", "actor.count = many", "expected an integer"});
+}
+
+TEST(ConfigTest, OutOfRangeNamesKeyValueAndRange) {
+  expect_names(error_of("[env]\nnum_envs = 0\n"), {"env.num_envs = 0", "in [1, "});
+  expect_names(error_of("", {"loss.discount=1.5"}), {"loss.discount = 1.5", "in [0.0, 1.0]"});
+  expect_names(error_of("", {"model.hidden=[64, 0]"}), {"model.hidden = [64, 0]", "every item"});
+  expect_names(error_of("", {"server.metrics_port=70000"}),
+               {"server.metrics_port = 70000", "65535"});
+}
+
+TEST(ConfigTest, UnknownChoiceListsTheChoices) {
+  expect_names(error_of("", {"loss.kind=ppx"}),
+               {"loss.kind = \"ppx\"", "impala, ppo", "did you mean ppo?"});
+  expect_names(error_of("", {"learner.device=tpu"}), {"learner.device", "auto, cpu, cuda"});
+}
+
+TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
+  expect_names(error_of("", {"learner.batch_size=32", "learner.ring_slots=16"}),
+               {"learner.batch_size = 32", "learner.ring_slots = 16"});
+  expect_names(error_of("", {"loss.advantages=gae"}), {"loss.advantages", "loss.kind"});
+  expect_names(error_of("", {"server.tls_cert=cert.pem"}),
+               {"server.tls_cert", "server.tls_key"});
+  expect_names(error_of("", {"server.address=localhost"}),
+               {"server.address = \"localhost\"", "HOST:PORT"});
+  expect_names(error_of("", {"server.address=127.0.0.1:99999"}), {"server.address"});
+  expect_names(error_of("", {"run.name=../escape"}), {"run.name = \"../escape\""});
+}
+
+TEST(ConfigTest, MalformedOverrideSaysWhatItExpects) {
+  expect_names(error_of("", {"batch_size"}), {"--set batch_size", "section.key=value"});
+  expect_names(error_of("", {"learner=3"}), {"--set learner=3", "section.key=value"});
+  expect_names(error_of("", {"model.hidden=[1,"}), {"model.hidden", "written as in TOML"});
+}
+
+TEST(ConfigTest, SyntaxErrorGivesFileLineAndColumn) {
+  expect_names(error_of("[env]\nnum_envs = = 3\n"), {"test.toml:2:"});
+}
+
+TEST(ConfigTest, MissingFileIsAUsageError) {
+  try {
+    load_config("/nonexistent/pronghorn.toml", {});
+    FAIL() << "expected an error";
+  } catch (const UsageError& e) {
+    expect_names(e.what(), {"/nonexistent/pronghorn.toml"});
+  }
+}
+
+TEST(ConfigTest, PrintedConfigReadsBackEqual) {
+  Config original = load_config(
+      "", {"env.plugin=./a \"quoted\" path\\x.so", "learner.learning_rate=0.000123456789",
+           "loss.entropy_cost=1e-7", "run.target_return=-5", "model.hidden=[7, 9]",
+           "run.total_steps=123456789012", "run.report_interval_s=2"});
+  std::string text = to_toml(original);
+  Config again = parse_config(text, "printed", {});
+  EXPECT_EQ(to_toml(again), text);
+  EXPECT_EQ(again.env.plugin, original.env.plugin);
+  EXPECT_EQ(again.learner.learning_rate, original.learner.learning_rate);  // exact round trip
+  EXPECT_EQ(again.loss.entropy_cost, original.loss.entropy_cost);
+  EXPECT_EQ(again.run.total_steps, 123456789012);
+  EXPECT_EQ(again.model.hidden, original.model.hidden);
+}
+
+TEST(ConfigTest, LoadsAFileFromDisk) {
+  std::string path = ::testing::TempDir() + "/pronghorn_config_test.toml";
+  std::ofstream(path) << "[actor]\nunroll_length = 20\n";
+  EXPECT_EQ(load_config(path, {}).actor.unroll_length, 20);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace pronghorn

@@ -1,0 +1,132 @@
+// Runs the built `pronghorn` binary and checks its exit codes and messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string shell_quote(const std::string& arg) {
+  std::string out = "'";
+  for (char ch : arg) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+Result pronghorn(const std::vector<std::string>& args) {
+  std::string base = ::testing::TempDir() + "/cli_test_" + std::to_string(getpid());
+  std::string command = PRONGHORN_BIN;
+  for (const auto& arg : args) command += " " + shell_quote(arg);
+  command += " >" + base + ".out 2>" + base + ".err";
+  int status = std::system(command.c_str());
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"),
+           slurp(base + ".err")};
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+TEST(CliTest, VersionPrintsVersionAndCudaSupport) {
+  Result r = pronghorn({"--version"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("pronghorn 0.", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("CUDA: "), std::string::npos) << r.out;
+}
+
+TEST(CliTest, HelpListsOnlyWorkingSubcommands) {
+  Result r = pronghorn({"--help"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("config"), std::string::npos) << r.out;
+  for (const char* later : {"train", "status", "scale"}) {
+    EXPECT_EQ(r.out.find(std::string("  ") + later + " "), std::string::npos)
+        << later << " is listed before it works:\n" << r.out;
+  }
+  EXPECT_EQ(pronghorn({"config", "--help"}).code, 0);
+}
+
+TEST(CliTest, NoSubcommandIsAUsageError) {
+  Result r = pronghorn({});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(r.err.empty());
+}
+
+TEST(CliTest, UnknownSubcommandIsAUsageError) {
+  Result r = pronghorn({"confg"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown subcommand 'confg' (did you mean config?)"), std::string::npos)
+      << r.err;
+}
+
+TEST(CliTest, UnknownFlagIsAUsageError) {
+  for (auto args : {std::vector<std::string>{"config", "--frobnicate"},
+                    std::vector<std::string>{"--frobnicate", "config"}}) {
+    Result r = pronghorn(args);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--frobnicate"), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliTest, BadLogLevelIsAUsageError) {
+  Result r = pronghorn({"--log-level", "loud", "config"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--log-level loud"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, ConfigPrintsTheResolvedConfigAsToml) {
+  Result r = pronghorn({"config", "--set", "env.num_envs=12", "--set", "loss.kind=ppo"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("[env]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("num_envs = 12"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kind = \"ppo\""), std::string::npos) << r.out;
+}
+
+TEST(CliTest, PrintedConfigIsAcceptedAsAConfigFile) {
+  Result first = pronghorn({"config", "--set", "actor.unroll_length=7"});
+  ASSERT_EQ(first.code, 0) << first.err;
+  std::string path = ::testing::TempDir() + "/cli_test_printed.toml";
+  std::ofstream(path) << first.out;
+  Result second = pronghorn({"config", "-c", path});
+  EXPECT_EQ(second.code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  std::remove(path.c_str());
+}
+
+TEST(CliTest, InvalidConfigValueExitsTwoWithOneLine) {
+  Result r = pronghorn({"config", "--set", "learner.batch_size=0"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("learner.batch_size = 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+}
+
+TEST(CliTest, MissingConfigFileIsAUsageError) {
+  Result r = pronghorn({"config", "-c", "/nonexistent/x.toml"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/x.toml"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, ShippedConfigsAreValid) {
+  for (const char* name : {"cartpole"}) {
+    std::string path = std::string(PRONGHORN_SOURCE_DIR) + "/configs/" + name + ".toml";
+    Result r = pronghorn({"config", "-c", path});
+    EXPECT_EQ(r.code, 0) << path << ": " << r.err;
+  }
+}
+
+}  // namespace

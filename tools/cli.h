@@ -1,0 +1,33 @@
+// The `pronghorn` command's subcommands. Each add_*_command registers one
+// subcommand with its options and returns what to run once the command line
+// has parsed; main only wires them. `run` throws pronghorn::UsageError (exit
+// 2) or Error (exit 1).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace pronghorn::cli {
+
+// The options every config-taking subcommand shares: -c/--config FILE and
+// repeated --set section.key=value.
+struct ConfigArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+
+  Config load() const { return load_config(file, overrides); }
+};
+void add_config_options(CLI::App* command, ConfigArgs& args);
+
+struct Command {
+  CLI::App* parsed;           // the subcommand, to ask whether it was given
+  std::function<void()> run;  // does its work, after logging is set up
+};
+
+Command add_config_command(CLI::App& app);
+
+}  // namespace pronghorn::cli

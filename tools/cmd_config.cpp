@@ -1,0 +1,27 @@
+// `pronghorn config`: validate a config (file plus --set overrides) and print
+// it resolved, with every key, its value and a line of help. Exit 2 with one
+// line naming the key when it is not valid.
+#include <iostream>
+#include <memory>
+
+#include "tools/cli.h"
+
+namespace pronghorn::cli {
+
+void add_config_options(CLI::App* command, ConfigArgs& args) {
+  command->add_option("-c,--config", args.file, "TOML config file (default: built-in defaults)")
+      ->check(CLI::ExistingFile);
+  command->add_option("--set", args.overrides, "override one key: section.key=value (repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
+}
+
+Command add_config_command(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  CLI::App* command = app.add_subcommand(
+      "config", "Validate a config and print it resolved, as TOML with every key");
+  add_config_options(command, *args);
+  return {command, [args] { std::cout << to_toml(args->load()); }};
+}
+
+}  // namespace pronghorn::cli

@@ -1,0 +1,79 @@
+// `pronghorn`: one binary, one subcommand per job. Wiring only: each
+// subcommand lives in its own cmd_*.cpp. Exit codes: 0 success, 1 runtime
+// failure, 2 usage or config error (STYLE.md "Errors").
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/suggest.h"
+#include "kernels/accelerator.h"
+#include "tools/cli.h"
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+void print_version() {
+  std::cout << "pronghorn " << PRONGHORN_VERSION << "\n"
+            << pronghorn::kernels::describe(pronghorn::kernels::probe_accelerator()) << "\n";
+}
+
+// Names what was left over after parsing: an unknown subcommand or option.
+void reject_leftovers(const CLI::App& app) {
+  std::vector<std::string> leftovers = app.remaining();
+  if (leftovers.empty()) return;
+  const std::string& first = leftovers.front();
+  if (first.starts_with("-")) throw pronghorn::UsageError("unknown option " + first);
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+  throw pronghorn::UsageError("unknown subcommand '" + first + "'" +
+                              pronghorn::did_you_mean(first, names) + "; run with --help");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Pronghorn: distributed actor-learner reinforcement learning (IMPALA family)",
+               "pronghorn"};
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level,
+                 "log verbosity: " + std::string(pronghorn::kLogLevels))
+      ->capture_default_str();
+  app.add_flag_callback("--version", [] {
+    print_version();
+    throw CLI::Success();
+  }, "print the version and what CUDA support this build has");
+
+  const std::vector<pronghorn::cli::Command> commands = {
+      pronghorn::cli::add_config_command(app),
+  };
+  // Set after the subcommands exist, so they do not inherit it: leftovers
+  // reach reject_leftovers() only at the top level, to be named there.
+  app.allow_extras();
+
+  try {
+    app.parse(argc, argv);
+    reject_leftovers(app);
+    if (app.get_subcommands().empty()) {
+      throw pronghorn::UsageError("a subcommand is required; run with --help");
+    }
+    pronghorn::init_logging("pronghorn", log_level);
+    for (const auto& command : commands) {
+      if (command.parsed->parsed()) command.run();
+    }
+  } catch (const CLI::Success& e) {  // --help and --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "pronghorn: " << e.what() << "; run with --help\n";
+    return kExitUsage;
+  } catch (const pronghorn::UsageError& e) {
+    std::cerr << "pronghorn: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "pronghorn: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  return 0;
+}
