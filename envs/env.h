@@ -1,0 +1,94 @@
+// Batched environments (DESIGN.md §7): one call steps K envs and writes
+// straight into the caller's buffers; nothing is allocated per step.
+//
+// The contract is the plugin ABI's (envs/pronghorn_env.h), in C++:
+//   - step() resets every env whose episode ended, by itself: the observation
+//     written for it is the first one of its next episode, and the ended
+//     episode's last observation goes to `final_obs` (when given) in that
+//     env's row only.
+//   - `terminated`: a terminal state, no bootstrap. `truncated`: a time limit
+//     cut the episode; the learner bootstraps from V(final_obs). Both can be
+//     set at once (CartPole's pole falling exactly on step 500).
+//   - Each env has its own generator seeded from (seed, index): the same seed
+//     and actions give the same trajectories.
+// Built-in envs are C++ classes (one header each); user envs come from a
+// shared library through the C ABI. make_env() picks by config.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace pronghorn::envs {
+
+enum class Dtype : int32_t { kFloat32 = 0, kUInt8 = 1 };
+enum class ActionKind : int32_t { kDiscrete = 0, kContinuous = 1 };
+
+struct EnvSpec {
+  std::string name;
+  Dtype obs_dtype = Dtype::kFloat32;
+  std::vector<int64_t> obs_shape;  // of one env's observation
+  ActionKind action_kind = ActionKind::kDiscrete;
+  int64_t action_size = 0;          // discrete: number of actions; continuous: dims
+  std::vector<float> action_low;    // continuous: [action_size]
+  std::vector<float> action_high;
+  int64_t max_episode_steps = 0;    // time limit in force; 0 = none
+
+  int64_t obs_elements() const;     // product of obs_shape
+  size_t obs_bytes() const;         // of one env's observation
+  size_t action_bytes() const;      // of one env's action
+  std::string describe() const;     // "obs float32[4], 2 discrete actions, limit 500"
+};
+
+// Where step() writes, each the caller's, one row per env.
+struct StepOutput {
+  void* obs;            // [K, obs...]
+  float* rewards;       // [K]
+  uint8_t* terminated;  // [K]
+  uint8_t* truncated;   // [K]
+  void* final_obs;      // [K, obs...] or nullptr
+};
+
+class BatchEnv {
+ public:
+  virtual ~BatchEnv() = default;
+
+  const EnvSpec& spec() const { return spec_; }
+  int64_t num_envs() const { return num_envs_; }
+
+  // Starts a new episode in every env and writes obs [K, obs...].
+  void reset(void* obs);
+
+  // actions: int32 [K] (discrete) or float32 [K, dims] (continuous). An action
+  // out of range, or not finite, throws Error naming the env, row and value;
+  // so does a step before the first reset.
+  void step(const void* actions, const StepOutput& out);
+
+ protected:
+  BatchEnv(EnvSpec spec, int64_t num_envs);
+  virtual void reset_unchecked(void* obs) = 0;
+  virtual void step_unchecked(const void* actions, const StepOutput& out) = 0;
+
+ private:
+  void check_actions(const void* actions) const;
+
+  EnvSpec spec_;
+  int64_t num_envs_;
+  bool started_ = false;
+};
+
+// The built-in env called `name`, K = num_envs, time limit max_episode_steps
+// (0 keeps the env's own). Throws UsageError for an unknown name.
+std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_envs,
+                                           uint64_t seed, int64_t max_episode_steps);
+
+// Specs of the built-in envs, with their default time limits.
+std::vector<EnvSpec> builtin_env_specs();
+
+// env.plugin when set (loaded through the C ABI), else the built-in env.name.
+std::unique_ptr<BatchEnv> make_env(const EnvConfig& config, uint64_t seed);
+
+}  // namespace pronghorn::envs

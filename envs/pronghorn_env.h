@@ -1,0 +1,86 @@
+/* Pronghorn env plugin C ABI, version 1.
+ *
+ * A user env is a shared library that exports one C symbol,
+ *
+ *     const pronghorn_env_plugin* pronghorn_env_plugin_entry(void);
+ *
+ * returning a static table: the ABI version it was built against, the specs of
+ * the envs it offers, and five functions. Pronghorn loads it with dlopen
+ * (`env.plugin = "path/libmyenv.so"`), checks the version and every spec, and
+ * then steps K envs per call. The built-in envs are exported the same way from
+ * libpronghorn_envs.so, and envs/examples/corridor.c is a complete plugin.
+ *
+ * Contract of a batch of K envs (all buffers are the caller's, row-major, one
+ * row per env; the plugin must not keep pointers to them):
+ *   obs        [K, obs_shape...] of obs_dtype
+ *   actions    discrete: int32 [K], each in [0, action_size);
+ *              continuous: float32 [K, action_size], each in [low, high].
+ *              Pronghorn checks actions before calling step.
+ *   rewards    float32 [K]; terminated, truncated uint8 [K] (0 or 1)
+ *   final_obs  [K, obs_shape...] or NULL.
+ * step() resets every env whose episode ended, by itself: the obs written for
+ * that env is the first observation of its next episode. The ended episode's
+ * last observation goes to final_obs (when not NULL), in that env's row only;
+ * the other rows of final_obs are left alone. `terminated` means the episode
+ * reached a terminal state (no bootstrap); `truncated` means a time limit cut
+ * it (bootstrap from final_obs). Both may be set on the same step.
+ * The same seed gives the same trajectories for the same actions.
+ *
+ * Errors: create returns NULL, and reset/step return non-zero, after writing
+ * a NUL-terminated message into `error` (at most error_size bytes).
+ */
+#ifndef PRONGHORN_ENV_H_
+#define PRONGHORN_ENV_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PRONGHORN_ENV_ABI_VERSION 1u
+#define PRONGHORN_ENV_MAX_RANK 4
+#define PRONGHORN_ENV_MAX_ACTION_DIMS 64
+#define PRONGHORN_ENV_ENTRY "pronghorn_env_plugin_entry"
+
+enum { PRONGHORN_DTYPE_FLOAT32 = 0, PRONGHORN_DTYPE_UINT8 = 1 };
+enum { PRONGHORN_ACTION_DISCRETE = 0, PRONGHORN_ACTION_CONTINUOUS = 1 };
+
+typedef struct pronghorn_env_spec {
+  const char* name;                        /* unique within the plugin, e.g. "corridor" */
+  int32_t obs_dtype;                       /* PRONGHORN_DTYPE_* */
+  int32_t obs_rank;                        /* 1..PRONGHORN_ENV_MAX_RANK */
+  int64_t obs_shape[PRONGHORN_ENV_MAX_RANK];
+  int32_t action_kind;                     /* PRONGHORN_ACTION_* */
+  int64_t action_size;                     /* discrete: number of actions; continuous: dims */
+  const float* action_low;                 /* continuous: [action_size]; discrete: NULL */
+  const float* action_high;
+  int64_t max_episode_steps;               /* default time limit; 0 = none */
+} pronghorn_env_spec;
+
+typedef struct pronghorn_env pronghorn_env; /* the plugin's own state, opaque */
+
+typedef struct pronghorn_env_plugin {
+  uint32_t abi_version; /* PRONGHORN_ENV_ABI_VERSION the plugin was built with */
+  int32_t num_specs;
+  const pronghorn_env_spec* specs; /* [num_specs] */
+
+  /* K = num_envs envs of specs[spec_index]. max_episode_steps: 0 keeps the spec's. */
+  pronghorn_env* (*create)(int32_t spec_index, int64_t num_envs, uint64_t seed,
+                           int64_t max_episode_steps, char* error, size_t error_size);
+  /* Starts a new episode in every env; writes obs. */
+  int (*reset)(pronghorn_env* env, void* obs, char* error, size_t error_size);
+  int (*step)(pronghorn_env* env, const void* actions, void* obs, float* rewards,
+              uint8_t* terminated, uint8_t* truncated, void* final_obs, char* error,
+              size_t error_size);
+  void (*destroy)(pronghorn_env* env);
+} pronghorn_env_plugin;
+
+typedef const pronghorn_env_plugin* (*pronghorn_env_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PRONGHORN_ENV_H_ */
