@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test asan tsan clean
+.PHONY: all deps configure build test bench asan tsan clean
 
 all: build
 
@@ -19,6 +19,14 @@ build: configure
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Throughput figures for BENCHMARKS.md, each against a baseline in the same run.
+bench: build
+	@$(BUILD)/tools/pronghorn bench env --env cartpole --num-envs 4096 --threads 1
+	@$(BUILD)/tools/pronghorn bench env --env cartpole --num-envs 4096 --threads 2
+	@$(BUILD)/tools/pronghorn bench env --env pong --num-envs 256
+	@$(BUILD)/tools/pronghorn bench env --env pendulum --num-envs 4096
+	@tools/bench-pufferlib-cartpole $(BUILD)
 
 # Sanitizer builds live in their own folders and run the whole suite.
 asan:

@@ -72,6 +72,15 @@ TEST(CartPoleTest, TransitionsMatchGymnasiumInDoublePrecision) {
   EXPECT_GT(episodes, 1000) << "random actions end episodes often";
 }
 
+TEST(CartPoleTest, SmallAngleSinCosMatchLibmToDoublePrecision) {
+  for (int i = -2500; i <= 2500; ++i) {
+    double theta = i * 1e-4, s, c;
+    CartPole::small_angle_sin_cos(theta, s, c);
+    ASSERT_NEAR(s, std::sin(theta), 1e-16) << theta;
+    ASSERT_NEAR(c, std::cos(theta), 2e-16) << theta;
+  }
+}
+
 TEST(CartPoleTest, InitialStatesAreUniformInTheGymnasiumRange) {
   const int64_t k = 20000;
   CartPole env(k, 5, 0);

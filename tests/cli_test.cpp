@@ -53,6 +53,8 @@ TEST(CliTest, HelpListsOnlyWorkingSubcommands) {
   Result r = pronghorn({"--help"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("config"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("envs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bench"), std::string::npos) << r.out;
   for (const char* later : {"train", "status", "scale"}) {
     EXPECT_EQ(r.out.find(std::string("  ") + later + " "), std::string::npos)
         << later << " is listed before it works:\n" << r.out;
@@ -119,6 +121,40 @@ TEST(CliTest, MissingConfigFileIsAUsageError) {
   Result r = pronghorn({"config", "-c", "/nonexistent/x.toml"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("/nonexistent/x.toml"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, EnvsListsBuiltinsAndAPluginsEnvs) {
+  Result r = pronghorn({"envs"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("cartpole   obs float32[4], 2 discrete actions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pong       obs uint8[1, 32, 32]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pendulum   obs float32[3], continuous"), std::string::npos) << r.out;
+  Result with_plugin = pronghorn({"envs", "--plugin", CORRIDOR_PLUGIN});
+  EXPECT_EQ(with_plugin.code, 0) << with_plugin.err;
+  EXPECT_NE(with_plugin.out.find("corridor"), std::string::npos) << with_plugin.out;
+}
+
+TEST(CliTest, EnvsWithABrokenPluginFailsWithOneLine) {
+  Result r = pronghorn({"envs", "--plugin", "/nonexistent/libenv.so"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("env plugin /nonexistent/libenv.so: no such file"), std::string::npos)
+      << r.err;
+}
+
+TEST(CliTest, BenchEnvPrintsStepsPerSecond) {
+  Result r = pronghorn({"bench", "env", "--env", "pendulum", "--num-envs", "64", "--threads",
+                        "2", "--seconds", "0.05"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bench env: pendulum K=64 threads=2: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("M env steps/s"), std::string::npos) << r.out;
+}
+
+TEST(CliTest, BenchEnvRejectsAnUnknownEnvAndBadCounts) {
+  Result unknown = pronghorn({"bench", "env", "--env", "cartpol", "--seconds", "0.05"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("did you mean cartpole?"), std::string::npos) << unknown.err;
+  EXPECT_EQ(pronghorn({"bench", "env", "--num-envs", "0"}).code, 2);
+  EXPECT_EQ(pronghorn({"bench"}).code, 2);
 }
 
 TEST(CliTest, ShippedConfigsAreValid) {

@@ -29,5 +29,7 @@ struct Command {
 };
 
 Command add_config_command(CLI::App& app);
+Command add_envs_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
 
 }  // namespace pronghorn::cli

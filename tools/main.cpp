@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
 
   const std::vector<pronghorn::cli::Command> commands = {
       pronghorn::cli::add_config_command(app),
+      pronghorn::cli::add_envs_command(app),
+      pronghorn::cli::add_bench_command(app),
   };
   // Set after the subcommands exist, so they do not inherit it: leftovers
   // reach reject_leftovers() only at the top level, to be named there.
