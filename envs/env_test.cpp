@@ -3,19 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/testing/error_of.h"
 #include "envs/testing/buffers.h"
 
 namespace pronghorn::envs {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pronghorn::testing::error_of;
 
 TEST(EnvTest, BuiltinsAreListedWithTheirSpaces) {
   std::vector<EnvSpec> specs = builtin_env_specs();

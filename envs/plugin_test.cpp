@@ -3,20 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/testing/error_of.h"
 #include "envs/rng.h"
 #include "envs/testing/buffers.h"
 
 namespace pronghorn::envs {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pronghorn::testing::error_of;
 
 void expect_contains(const std::string& message, const std::string& part) {
   EXPECT_NE(message.find(part), std::string::npos) << "\"" << message << "\" lacks \"" << part
