@@ -22,3 +22,17 @@ function(pronghorn_test name)
   target_compile_options(${name} PRIVATE ${PRONGHORN_WARNINGS})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()
+
+# LibTorch's headers dominate build time; targets with several LibTorch
+# translation units share one precompiled header (a single PCH compiled once
+# and reused by every target that asks).
+function(pronghorn_torch_pch target)
+  if(NOT TARGET pronghorn_torch_pch_owner)
+    add_library(pronghorn_torch_pch_owner STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
+    target_link_libraries(pronghorn_torch_pch_owner PUBLIC ${TORCH_LIBRARIES} GTest::gtest)
+    target_compile_options(pronghorn_torch_pch_owner PRIVATE ${PRONGHORN_WARNINGS})
+    target_precompile_headers(pronghorn_torch_pch_owner PUBLIC
+      <ATen/ATen.h> <torch/csrc/autograd/custom_function.h> <gtest/gtest.h>)
+  endif()
+  target_precompile_headers(${target} REUSE_FROM pronghorn_torch_pch_owner)
+endfunction()

@@ -1,0 +1,1 @@
+// Owner of the shared LibTorch precompiled header (cmake/pronghorn.cmake).

@@ -1,0 +1,109 @@
+// The math of V-trace and GAE(λ), once, for one column b of [T, B] inputs
+// (DESIGN.md §3). Called by the CPU loop (vtrace_cpu.cpp) and the CUDA
+// kernel (vtrace.cu); no LibTorch here, raw row-major pointers only.
+//
+// With ρ_t = min(ρ̄, π/μ), c_t = min(c̄, π/μ), γ_t = discount (already
+// γ·(1 − terminated_t)), and the value after step t
+//   next_t = final_values[t]  where truncated[t] (a time limit cut the
+//                             episode: bootstrap from its final observation),
+//          = V(x_{t+1})       otherwise (bootstrap_values[b] after the last t),
+// one reverse scan computes
+//   vs_t  = V_t + ρ_t δ_t + γ_t c_t (vs_{t+1} − next_t)·[not truncated_t],
+//   δ_t   = r_t + γ_t next_t − V_t,
+//   pg_t  = min(ρ̄_pg, π/μ) (r_t + γ_t q_t − V_t),  q_t = final_values[t] where
+//           truncated, vs_{t+1} otherwise (bootstrap_values[b] after the last t).
+// GAE(λ) with the same clipped weights: A_t = ρ_t δ_t + γ_t λ c_t A_{t+1}
+// (the trace again cut where truncated), returns_t = V_t + A_t; on-policy
+// (π = μ, ρ = c = 1) it is the usual GAE.
+// log(π/μ) is either given ([T, B] log_rhos) or fused in: log-softmax of the
+// target logits [T, B, A] at the taken action, minus the behaviour log-prob.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/hd.h"
+
+namespace pronghorn::kernels {
+
+struct VtraceParams {
+  float rho_bar = 1.0f;     // ρ̄: clips ρ in the value targets
+  float c_bar = 1.0f;       // c̄: clips the traces
+  float rho_pg_bar = 1.0f;  // clips ρ in the policy-gradient advantage
+  float lambda = 1.0f;      // GAE only
+};
+
+// Inputs, row-major, [T, B] unless noted. Exactly one of target_logits and
+// log_rhos is set. truncated may be null (no time limits in the batch).
+struct AdvantageInputs {
+  int64_t T = 0, B = 0, A = 0;
+  const float* target_logits = nullptr;        // [T, B, A]
+  const int64_t* actions = nullptr;            // with target_logits
+  const float* behaviour_log_probs = nullptr;  // with target_logits
+  const float* log_rhos = nullptr;             // instead of the three above
+  const float* discounts = nullptr;            // γ·(1 − terminated)
+  const float* rewards = nullptr;
+  const float* values = nullptr;               // V(x_t) under the learner's model
+  const float* bootstrap_values = nullptr;     // [B]: V(x_T)
+  const uint8_t* truncated = nullptr;          // 0/1, or null
+  const float* final_values = nullptr;         // read where truncated
+};
+
+// Outputs [T, B]. V-trace: first = vs, second = pg advantages.
+// GAE: first = returns (value targets), second = advantages.
+struct AdvantageOutputs {
+  float* first = nullptr;
+  float* second = nullptr;
+  float* clipped_rhos = nullptr;  // ρ_t = min(ρ̄, π/μ)
+};
+
+// log π(action) for one row of A logits, by a max-shifted log-softmax.
+PRONGHORN_HD inline float log_softmax_at(const float* logits, int64_t A, int64_t action) {
+  float max = logits[0];
+  for (int64_t a = 1; a < A; ++a) max = fmaxf(max, logits[a]);
+  float sum = 0.0f;
+  for (int64_t a = 0; a < A; ++a) sum += expf(logits[a] - max);
+  return logits[action] - max - logf(sum);
+}
+
+PRONGHORN_HD inline float log_rho_at(const AdvantageInputs& in, int64_t i) {
+  if (in.log_rhos != nullptr) return in.log_rhos[i];
+  return log_softmax_at(in.target_logits + i * in.A, in.A, in.actions[i]) -
+         in.behaviour_log_probs[i];
+}
+
+// One column of V-trace (gae = false) or GAE(λ) (gae = true); see above.
+PRONGHORN_HD inline void advantage_column(const AdvantageInputs& in, const VtraceParams& p,
+                                          bool gae, int64_t b, const AdvantageOutputs& out) {
+  const int64_t B = in.B;
+  float next_value = in.bootstrap_values[b];  // V(x_{t+1})
+  float next_vs = next_value;                 // vs_{t+1}
+  float carry = 0.0f;  // V-trace: vs_{t+1} − V(x_{t+1}); GAE: A_{t+1}
+  for (int64_t t = in.T - 1; t >= 0; --t) {
+    const int64_t i = t * B + b;
+    const float ratio = expf(log_rho_at(in, i));
+    const float rho = fminf(p.rho_bar, ratio);
+    const float c = fminf(p.c_bar, ratio);
+    const bool cut = in.truncated != nullptr && in.truncated[i] != 0;
+    const float gamma = in.discounts[i];
+    const float value = in.values[i];
+    const float next = cut ? in.final_values[i] : next_value;
+    const float delta = in.rewards[i] + gamma * next - value;
+    const float trace = cut ? 0.0f : gamma * c * (gae ? p.lambda : 1.0f);
+    carry = rho * delta + trace * carry;
+    if (gae) {
+      out.first[i] = value + carry;
+      out.second[i] = carry;
+    } else {
+      const float vs = value + carry;
+      const float q = cut ? in.final_values[i] : next_vs;
+      out.first[i] = vs;
+      out.second[i] = fminf(p.rho_pg_bar, ratio) * (in.rewards[i] + gamma * q - value);
+      next_vs = vs;
+    }
+    out.clipped_rhos[i] = rho;
+    next_value = value;
+  }
+}
+
+}  // namespace pronghorn::kernels
