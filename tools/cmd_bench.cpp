@@ -1,5 +1,6 @@
 // `pronghorn bench ...`: throughput figures, printed, never asserted.
-//   bench env   env steps per second of one batched env per thread
+//   bench env      env steps per second of one batched env per thread
+//   bench kernels  fused V-trace and loss against stock ops (bench_kernels.cpp)
 // Each thread steps its own K envs with actions drawn before timing starts.
 #include <fmt/format.h>
 
@@ -113,7 +114,12 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 256));
   env->add_option("--seconds", args->seconds, "measuring time")
       ->capture_default_str()->check(CLI::Range(0.01, 3600.0));
-  return {bench, [args] { bench_env(*args); }};
+  std::function<void()> run_kernels;
+  CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
+  return {bench, [args, env, kernels, run_kernels] {
+            if (env->parsed()) bench_env(*args);
+            if (kernels->parsed()) run_kernels();
+          }};
 }
 
 }  // namespace pronghorn::cli
