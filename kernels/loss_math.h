@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/fast_math.h"
 #include "kernels/hd.h"
 
 namespace pronghorn::kernels {
@@ -73,7 +74,7 @@ PRONGHORN_HD inline float policy_gradient_coefficient(const LossInputs& in, cons
   const float adv = in.advantages[i];
   const float log_ratio =
       in.behaviour_log_probs != nullptr ? log_prob - in.behaviour_log_probs[i] : 0.0f;
-  const float ratio = expf(log_ratio);
+  const float ratio = fast_exp(log_ratio);
   terms[kRatioTerm] = ratio;
   terms[kKlTerm] = (ratio - 1.0f) - log_ratio;
   terms[kClippedTerm] = fabsf(ratio - 1.0f) > p.ppo_clip ? 1.0f : 0.0f;
@@ -82,8 +83,8 @@ PRONGHORN_HD inline float policy_gradient_coefficient(const LossInputs& in, cons
     return -adv;
   }
   const float unclipped = ratio * adv;
-  const float clipped = fminf(fmaxf(ratio, 1.0f - p.ppo_clip), 1.0f + p.ppo_clip) * adv;
-  terms[kPolicyTerm] = -fminf(unclipped, clipped);
+  const float clipped = min_f(max_f(ratio, 1.0f - p.ppo_clip), 1.0f + p.ppo_clip) * adv;
+  terms[kPolicyTerm] = -min_f(unclipped, clipped);
   // The min's gradient flows only through the unclipped branch; d r / d log π = r.
   return unclipped <= clipped ? -adv * ratio : 0.0f;
 }
@@ -104,27 +105,27 @@ PRONGHORN_HD inline void categorical_loss_sample(const LossInputs& in, const Los
   float* terms = out.terms + i * kLossTerms;
   const int64_t action = in.actions[i];
   float max = logits[0];
-  for (int64_t a = 1; a < A; ++a) max = fmaxf(max, logits[a]);
+  for (int64_t a = 1; a < A; ++a) max = max_f(max, logits[a]);
   // `others` is Σ_{j≠a} e^{z_j − max}, so 1 − p_a = others / sum stays exact
   // when p_a rounds to 1 (large logits): 1.0f − p_a would be 0 there.
   float sum = 0.0f, others = 0.0f;
   for (int64_t a = 0; a < A; ++a) {
-    const float e = expf(logits[a] - max);
+    const float e = fast_exp(logits[a] - max);
     sum += e;
     others += a == action ? 0.0f : e;
   }
-  const float log_sum = max + logf(sum);
+  const float log_sum = max + fast_log(sum);
   float entropy = 0.0f;
   for (int64_t a = 0; a < A; ++a) {
     const float log_p = logits[a] - log_sum;
-    entropy -= expf(log_p) * log_p;
+    entropy -= fast_exp(log_p) * log_p;
   }
   const float g = policy_gradient_coefficient(in, p, i, logits[action] - log_sum, terms);
   terms[kEntropyTerm] = entropy;
   // d log π(a)/d z_j = 1[j = a] − p_j;  d H/d z_j = −p_j (log p_j + H).
   for (int64_t a = 0; a < A; ++a) {
     const float log_p = logits[a] - log_sum;
-    const float prob = expf(log_p);
+    const float prob = fast_exp(log_p);
     const float d_log_pi = a == action ? others / sum : -prob;
     grad[a] = (g * d_log_pi + p.entropy_cost * prob * (log_p + entropy)) * p.scale;
   }
@@ -142,7 +143,7 @@ PRONGHORN_HD inline void gaussian_loss_sample(const LossInputs& in, const LossPa
   float* terms = out.terms + i * kLossTerms;
   float log_prob = 0.0f, entropy = 0.0f;
   for (int64_t d = 0; d < A; ++d) {
-    const float z = (action[d] - mean[d]) * expf(-log_std[d]);
+    const float z = (action[d] - mean[d]) * fast_exp(-log_std[d]);
     log_prob += -0.5f * z * z - log_std[d] - kHalfLog2Pi;
     entropy += log_std[d] + 0.5f + kHalfLog2Pi;
   }
@@ -150,7 +151,7 @@ PRONGHORN_HD inline void gaussian_loss_sample(const LossInputs& in, const LossPa
   terms[kEntropyTerm] = entropy;
   // d log π/d μ = z/σ;  d log π/d log σ = z² − 1;  d H/d log σ = 1.
   for (int64_t d = 0; d < A; ++d) {
-    const float inv_std = expf(-log_std[d]);
+    const float inv_std = fast_exp(-log_std[d]);
     const float z = (action[d] - mean[d]) * inv_std;
     out.grad_policy[i * A + d] = g * z * inv_std * p.scale;
     out.grad_log_std[i * A + d] = (g * (z * z - 1.0f) - p.entropy_cost) * p.scale;

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/fast_math.h"
 #include "kernels/hd.h"
 
 namespace pronghorn::kernels {
@@ -34,7 +35,8 @@ struct VtraceParams {
 };
 
 // Inputs, row-major, [T, B] unless noted. Exactly one of target_logits and
-// log_rhos is set. truncated may be null (no time limits in the batch).
+// log_rhos is set. truncated and final_values are always set (all zeros
+// when the batch has no time limits): unconditional loads vectorise.
 struct AdvantageInputs {
   int64_t T = 0, B = 0, A = 0;
   const float* target_logits = nullptr;        // [T, B, A]
@@ -45,8 +47,8 @@ struct AdvantageInputs {
   const float* rewards = nullptr;
   const float* values = nullptr;               // V(x_t) under the learner's model
   const float* bootstrap_values = nullptr;     // [B]: V(x_T)
-  const uint8_t* truncated = nullptr;          // 0/1, or null
-  const float* final_values = nullptr;         // read where truncated
+  const float* truncated = nullptr;     // 1 where a time limit cut the episode, else 0
+  const float* final_values = nullptr;  // used where truncated
 };
 
 // Outputs [T, B]. V-trace: first = vs, second = pg advantages.
@@ -57,13 +59,20 @@ struct AdvantageOutputs {
   float* clipped_rhos = nullptr;  // ρ_t = min(ρ̄, π/μ)
 };
 
-// log π(action) for one row of A logits, by a max-shifted log-softmax.
+// log π(action) = z_action − max − ln Σ_a e^(z_a − max): the last step of a
+// max-shifted log-softmax, shared by the row-at-once and the column-at-once
+// loops.
+PRONGHORN_HD inline float log_softmax_finish(float action_logit, float max, float sum_exp) {
+  return action_logit - max - fast_log(sum_exp);
+}
+
+// log π(action) for one row of A logits.
 PRONGHORN_HD inline float log_softmax_at(const float* logits, int64_t A, int64_t action) {
   float max = logits[0];
-  for (int64_t a = 1; a < A; ++a) max = fmaxf(max, logits[a]);
+  for (int64_t a = 1; a < A; ++a) max = max_f(max, logits[a]);
   float sum = 0.0f;
-  for (int64_t a = 0; a < A; ++a) sum += expf(logits[a] - max);
-  return logits[action] - max - logf(sum);
+  for (int64_t a = 0; a < A; ++a) sum += fast_exp(logits[a] - max);
+  return log_softmax_finish(logits[action], max, sum);
 }
 
 PRONGHORN_HD inline float log_rho_at(const AdvantageInputs& in, int64_t i) {
@@ -72,37 +81,58 @@ PRONGHORN_HD inline float log_rho_at(const AdvantageInputs& in, int64_t i) {
          in.behaviour_log_probs[i];
 }
 
-// One column of V-trace (gae = false) or GAE(λ) (gae = true); see above.
+// What one column carries from step t + 1 to step t of the reverse scan.
+struct ScanCarry {
+  float next_value;  // V(x_{t+1}) (bootstrap_values[b] after the last step)
+  float next_vs;     // vs_{t+1}, likewise
+  float carry;       // V-trace: vs_{t+1} − V(x_{t+1}); GAE: A_{t+1}
+};
+
+PRONGHORN_HD inline ScanCarry scan_start(const AdvantageInputs& in, int64_t b) {
+  return {in.bootstrap_values[b], in.bootstrap_values[b], 0.0f};
+}
+
+// Step t of column b (element i = t·B + b) of V-trace (gae = false) or
+// GAE(λ) (gae = true), given log(π/μ) there; see above.
+PRONGHORN_HD inline void scan_step(const AdvantageInputs& in, const VtraceParams& p, bool gae,
+                                   int64_t i, float log_rho, ScanCarry& c,
+                                   const AdvantageOutputs& out) {
+  const float ratio = fast_exp(log_rho);
+  const float rho = min_f(p.rho_bar, ratio);
+  const float trace_c = min_f(p.c_bar, ratio);
+  // Where a time limit cut the episode (cut = 1) the next value is the final
+  // observation's and the trace stops. Blends rather than selects: every load
+  // happens on every path, so the CPU loop vectorises (a select lets the
+  // compiler move the final_values load under a branch).
+  const float cut = in.truncated[i];
+  const float gamma = in.discounts[i];
+  const float value = in.values[i];
+  const float final_value = in.final_values[i];
+  const float next = cut * final_value + (1.0f - cut) * c.next_value;
+  const float delta = in.rewards[i] + gamma * next - value;
+  const float trace = (1.0f - cut) * gamma * trace_c * (gae ? p.lambda : 1.0f);
+  c.carry = rho * delta + trace * c.carry;
+  if (gae) {
+    out.first[i] = value + c.carry;
+    out.second[i] = c.carry;
+  } else {
+    const float vs = value + c.carry;
+    const float q = cut * final_value + (1.0f - cut) * c.next_vs;
+    out.first[i] = vs;
+    out.second[i] = min_f(p.rho_pg_bar, ratio) * (in.rewards[i] + gamma * q - value);
+    c.next_vs = vs;
+  }
+  out.clipped_rhos[i] = rho;
+  c.next_value = value;
+}
+
+// One whole column, the way the CUDA kernel runs it (one thread a column).
 PRONGHORN_HD inline void advantage_column(const AdvantageInputs& in, const VtraceParams& p,
                                           bool gae, int64_t b, const AdvantageOutputs& out) {
-  const int64_t B = in.B;
-  float next_value = in.bootstrap_values[b];  // V(x_{t+1})
-  float next_vs = next_value;                 // vs_{t+1}
-  float carry = 0.0f;  // V-trace: vs_{t+1} − V(x_{t+1}); GAE: A_{t+1}
+  ScanCarry c = scan_start(in, b);
   for (int64_t t = in.T - 1; t >= 0; --t) {
-    const int64_t i = t * B + b;
-    const float ratio = expf(log_rho_at(in, i));
-    const float rho = fminf(p.rho_bar, ratio);
-    const float c = fminf(p.c_bar, ratio);
-    const bool cut = in.truncated != nullptr && in.truncated[i] != 0;
-    const float gamma = in.discounts[i];
-    const float value = in.values[i];
-    const float next = cut ? in.final_values[i] : next_value;
-    const float delta = in.rewards[i] + gamma * next - value;
-    const float trace = cut ? 0.0f : gamma * c * (gae ? p.lambda : 1.0f);
-    carry = rho * delta + trace * carry;
-    if (gae) {
-      out.first[i] = value + carry;
-      out.second[i] = carry;
-    } else {
-      const float vs = value + carry;
-      const float q = cut ? in.final_values[i] : next_vs;
-      out.first[i] = vs;
-      out.second[i] = fminf(p.rho_pg_bar, ratio) * (in.rewards[i] + gamma * q - value);
-      next_vs = vs;
-    }
-    out.clipped_rhos[i] = rho;
-    next_value = value;
+    const int64_t i = t * in.B + b;
+    scan_step(in, p, gae, i, log_rho_at(in, i), c, out);
   }
 }
 
