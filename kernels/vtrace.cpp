@@ -38,18 +38,12 @@ void prepare_common(Prepared& p, const at::Tensor& discounts, const at::Tensor& 
   p.raw.bootstrap_values = keep_float(p, bootstrap_values, "bootstrap_values", {p.raw.B});
   PRONGHORN_CHECK(truncation.truncated.defined() == truncation.final_values.defined(),
                   "truncation: expected both truncated and final_values, or neither");
-  at::Tensor truncated, final_values;
   if (truncation.truncated.defined()) {
-    truncated = checked_flags(truncation.truncated, "truncated", tb, p.device).to(at::kFloat);
-    final_values = checked(truncation.final_values, "final_values", at::kFloat, tb, p.device);
-  } else {  // the kernels read them unconditionally (vtrace_math.h)
-    truncated = at::zeros(tb, at::TensorOptions().dtype(at::kFloat).device(p.device));
-    final_values = at::zeros_like(truncated);
+    // As 0/1 floats: the step blends with them (vtrace_math.h).
+    p.keep.push_back(checked_flags(truncation.truncated, "truncated", tb, p.device).to(at::kFloat));
+    p.raw.truncated = p.keep.back().data_ptr<float>();
+    p.raw.final_values = keep_float(p, truncation.final_values, "final_values", tb);
   }
-  p.keep.push_back(truncated);
-  p.keep.push_back(final_values);
-  p.raw.truncated = truncated.data_ptr<float>();  // as 0/1 floats: loads of one width vectorise
-  p.raw.final_values = final_values.data_ptr<float>();
 }
 
 Prepared prepare_from_logits(const at::Tensor& target_logits, const at::Tensor& actions,

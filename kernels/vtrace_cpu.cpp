@@ -39,7 +39,7 @@ inline __attribute__((always_inline)) void log_rhos_of_row(const AdvantageInputs
   }
 }
 
-template <bool kGae>
+template <bool kGae, bool kTruncation>
 inline __attribute__((always_inline)) void scan_block(const AdvantageInputs& in, const VtraceParams& params, int64_t b0, int64_t b1,
                 const AdvantageOutputs& out) {
   // The carries as columns (not an array of ScanCarry): unit-stride vectors.
@@ -61,7 +61,9 @@ inline __attribute__((always_inline)) void scan_block(const AdvantageInputs& in,
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
       ScanCarry c{next_value[j], next_vs[j], carry[j]};
-      scan_step(in, params, kGae, row + j, log_rho[j], c, out);
+      const float cut = kTruncation ? in.truncated[row + j] : 0.0f;
+      const float final_value = kTruncation ? in.final_values[row + j] : 0.0f;
+      scan_step(in, params, kGae, row + j, log_rho[j], cut, final_value, c, out);
       next_value[j] = c.next_value, next_vs[j] = c.next_vs, carry[j] = c.carry;
     }
   }
@@ -70,15 +72,18 @@ inline __attribute__((always_inline)) void scan_block(const AdvantageInputs& in,
 // The block loop compiled for several vector widths; the loader picks the
 // widest this CPU has (GCC function multiversioning), so one binary runs
 // everywhere and still uses AVX-512 or AVX2 where present.
-#define PRONGHORN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define PRONGHORN_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 PRONGHORN_VECTOR_CLONES void scan_blocks(const AdvantageInputs& in, const VtraceParams& params,
                                          bool gae, int64_t first, int64_t last,
                                          const AdvantageOutputs& out) {
+  const bool truncation = in.truncated != nullptr;
   for (int64_t k = first; k < last; ++k) {
     const int64_t b0 = k * kBlock, b1 = std::min(in.B, b0 + kBlock);
-    if (gae) scan_block<true>(in, params, b0, b1, out);
-    else scan_block<false>(in, params, b0, b1, out);
+    if (gae && truncation) scan_block<true, true>(in, params, b0, b1, out);
+    if (gae && !truncation) scan_block<true, false>(in, params, b0, b1, out);
+    if (!gae && truncation) scan_block<false, true>(in, params, b0, b1, out);
+    if (!gae && !truncation) scan_block<false, false>(in, params, b0, b1, out);
   }
 }
 

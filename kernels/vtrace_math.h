@@ -35,8 +35,8 @@ struct VtraceParams {
 };
 
 // Inputs, row-major, [T, B] unless noted. Exactly one of target_logits and
-// log_rhos is set. truncated and final_values are always set (all zeros
-// when the batch has no time limits): unconditional loads vectorise.
+// log_rhos is set. truncated and final_values are both set or both null (no
+// time limits in the batch).
 struct AdvantageInputs {
   int64_t T = 0, B = 0, A = 0;
   const float* target_logits = nullptr;        // [T, B, A]
@@ -92,22 +92,27 @@ PRONGHORN_HD inline ScanCarry scan_start(const AdvantageInputs& in, int64_t b) {
   return {in.bootstrap_values[b], in.bootstrap_values[b], 0.0f};
 }
 
+// truncated[i] and final_values[i], or 0 and 0 when the batch has none.
+PRONGHORN_HD inline float truncated_at(const AdvantageInputs& in, int64_t i) {
+  return in.truncated != nullptr ? in.truncated[i] : 0.0f;
+}
+PRONGHORN_HD inline float final_value_at(const AdvantageInputs& in, int64_t i) {
+  return in.final_values != nullptr ? in.final_values[i] : 0.0f;
+}
+
 // Step t of column b (element i = t·B + b) of V-trace (gae = false) or
-// GAE(λ) (gae = true), given log(π/μ) there; see above.
+// GAE(λ) (gae = true), given log(π/μ) there, and `cut` (1 where a time limit
+// cut the episode, else 0) with the final observation's value; see above.
 PRONGHORN_HD inline void scan_step(const AdvantageInputs& in, const VtraceParams& p, bool gae,
-                                   int64_t i, float log_rho, ScanCarry& c,
-                                   const AdvantageOutputs& out) {
+                                   int64_t i, float log_rho, float cut, float final_value,
+                                   ScanCarry& c, const AdvantageOutputs& out) {
   const float ratio = fast_exp(log_rho);
   const float rho = min_f(p.rho_bar, ratio);
   const float trace_c = min_f(p.c_bar, ratio);
-  // Where a time limit cut the episode (cut = 1) the next value is the final
-  // observation's and the trace stops. Blends rather than selects: every load
-  // happens on every path, so the CPU loop vectorises (a select lets the
-  // compiler move the final_values load under a branch).
-  const float cut = in.truncated[i];
+  // Where cut = 1 the next value is the final observation's and the trace
+  // stops. Blends rather than selects, which vectorise more reliably.
   const float gamma = in.discounts[i];
   const float value = in.values[i];
-  const float final_value = in.final_values[i];
   const float next = cut * final_value + (1.0f - cut) * c.next_value;
   const float delta = in.rewards[i] + gamma * next - value;
   const float trace = (1.0f - cut) * gamma * trace_c * (gae ? p.lambda : 1.0f);
@@ -132,7 +137,8 @@ PRONGHORN_HD inline void advantage_column(const AdvantageInputs& in, const Vtrac
   ScanCarry c = scan_start(in, b);
   for (int64_t t = in.T - 1; t >= 0; --t) {
     const int64_t i = t * in.B + b;
-    scan_step(in, p, gae, i, log_rho_at(in, i), c, out);
+    scan_step(in, p, gae, i, log_rho_at(in, i), truncated_at(in, i), final_value_at(in, i), c,
+              out);
   }
 }
 
