@@ -33,7 +33,7 @@ struct LossParams {
   float scale = 1.0f;  // gradient scale: 1/N for mean, 1 for sum
 };
 
-// Per-sample terms, written to terms[i * kLossTerms + ...].
+// Per-sample terms, written term-major: terms[term * N + i].
 enum LossTerm : int32_t {
   kPolicyTerm = 0,
   kValueTerm,
@@ -64,45 +64,72 @@ struct LossOutputs {
   float* grad_policy = nullptr;   // [N, A]: d total / d logits, or / d mean
   float* grad_log_std = nullptr;  // [N, A]: Gaussian only
   float* grad_values = nullptr;   // [N]
-  float* terms = nullptr;         // [N, kLossTerms]
+  float* terms = nullptr;         // [kLossTerms, N]
 };
 
-// The policy-gradient part shared by both heads: writes the policy term and
-// diagnostics, returns g = d policy / d log π.
-PRONGHORN_HD inline float policy_gradient_coefficient(const LossInputs& in, const LossParams& p,
-                                                      int64_t i, float log_prob, float* terms) {
-  const float adv = in.advantages[i];
-  const float log_ratio =
-      in.behaviour_log_probs != nullptr ? log_prob - in.behaviour_log_probs[i] : 0.0f;
+// The policy-gradient part of one sample, shared by both heads.
+struct PolicyTerms {
+  float loss;     // the policy term
+  float g;        // d loss / d log π
+  float ratio;    // π/μ
+  float clipped;  // 1 when |π/μ − 1| > ε
+  float kl;       // (r − 1) − log r
+};
+
+// log_ratio = log π − μ, or 0 without behaviour log-probs. Branch-free
+// (selects only), so a loop over samples vectorises.
+PRONGHORN_HD inline PolicyTerms policy_terms(const LossParams& p, float adv, float log_prob,
+                                             float log_ratio) {
   const float ratio = fast_exp(log_ratio);
-  terms[kRatioTerm] = ratio;
-  terms[kKlTerm] = (ratio - 1.0f) - log_ratio;
-  terms[kClippedTerm] = fabsf(ratio - 1.0f) > p.ppo_clip ? 1.0f : 0.0f;
-  if (p.kind == LossKind::kImpala) {
-    terms[kPolicyTerm] = -adv * log_prob;
-    return -adv;
-  }
   const float unclipped = ratio * adv;
   const float clipped = min_f(max_f(ratio, 1.0f - p.ppo_clip), 1.0f + p.ppo_clip) * adv;
-  terms[kPolicyTerm] = -min_f(unclipped, clipped);
-  // The min's gradient flows only through the unclipped branch; d r / d log π = r.
-  return unclipped <= clipped ? -adv * ratio : 0.0f;
+  const bool impala = p.kind == LossKind::kImpala;
+  PolicyTerms t;
+  t.loss = impala ? -adv * log_prob : -min_f(unclipped, clipped);
+  // PPO: the min's gradient flows only through the unclipped branch; d r / d log π = r.
+  t.g = impala ? -adv : (unclipped <= clipped ? -adv * ratio : 0.0f);
+  t.ratio = ratio;
+  t.clipped = fabsf(ratio - 1.0f) > p.ppo_clip ? 1.0f : 0.0f;
+  t.kl = (ratio - 1.0f) - log_ratio;
+  return t;
 }
 
-PRONGHORN_HD inline void value_part(const LossInputs& in, const LossParams& p, int64_t i,
-                                    const LossOutputs& out, float* terms) {
+// log π − μ for sample i, or 0 when the batch has no behaviour log-probs.
+PRONGHORN_HD inline float log_ratio_at(const LossInputs& in, int64_t i, float log_prob) {
+  return in.behaviour_log_probs != nullptr ? log_prob - in.behaviour_log_probs[i] : 0.0f;
+}
+
+// Writes the policy, value and diagnostic terms and d total / d V of sample i.
+PRONGHORN_HD inline void write_sample_terms(const LossInputs& in, const LossParams& p, int64_t i,
+                                            const PolicyTerms& t, float entropy,
+                                            const LossOutputs& out) {
+  const int64_t n = in.N;
   const float error = in.value_targets[i] - in.values[i];
-  terms[kValueTerm] = 0.5f * error * error;
+  out.terms[kPolicyTerm * n + i] = t.loss;
+  out.terms[kValueTerm * n + i] = 0.5f * error * error;
+  out.terms[kEntropyTerm * n + i] = entropy;
+  out.terms[kRatioTerm * n + i] = t.ratio;
+  out.terms[kClippedTerm * n + i] = t.clipped;
+  out.terms[kKlTerm * n + i] = t.kl;
   out.grad_values[i] = -p.baseline_cost * error * p.scale;
 }
 
-// One sample of a categorical policy.
+// d total / d z_a for one logit of a categorical sample, before `scale`:
+// g·(1[a = action] − p_a) + entropy_cost·p_a·(log p_a + H), the first factor
+// given as one_minus_p_action (= others / sum, exact even when p_a rounds
+// to 1) for the taken action.
+PRONGHORN_HD inline float categorical_logit_gradient(const LossParams& p, float g, bool is_action,
+                                                     float one_minus_p_action, float prob,
+                                                     float log_p, float entropy) {
+  const float d_log_pi = is_action ? one_minus_p_action : -prob;
+  return g * d_log_pi + p.entropy_cost * prob * (log_p + entropy);
+}
+
+// One sample of a categorical policy, the way the CUDA kernel runs it.
 PRONGHORN_HD inline void categorical_loss_sample(const LossInputs& in, const LossParams& p,
                                                  int64_t i, const LossOutputs& out) {
   const int64_t A = in.A;
   const float* logits = in.logits + i * A;
-  float* grad = out.grad_policy + i * A;
-  float* terms = out.terms + i * kLossTerms;
   const int64_t action = in.actions[i];
   float max = logits[0];
   for (int64_t a = 1; a < A; ++a) max = max_f(max, logits[a]);
@@ -120,16 +147,16 @@ PRONGHORN_HD inline void categorical_loss_sample(const LossInputs& in, const Los
     const float log_p = logits[a] - log_sum;
     entropy -= fast_exp(log_p) * log_p;
   }
-  const float g = policy_gradient_coefficient(in, p, i, logits[action] - log_sum, terms);
-  terms[kEntropyTerm] = entropy;
-  // d log π(a)/d z_j = 1[j = a] − p_j;  d H/d z_j = −p_j (log p_j + H).
+  const float log_prob = logits[action] - log_sum;
+  const PolicyTerms t =
+      policy_terms(p, in.advantages[i], log_prob, log_ratio_at(in, i, log_prob));
   for (int64_t a = 0; a < A; ++a) {
     const float log_p = logits[a] - log_sum;
-    const float prob = fast_exp(log_p);
-    const float d_log_pi = a == action ? others / sum : -prob;
-    grad[a] = (g * d_log_pi + p.entropy_cost * prob * (log_p + entropy)) * p.scale;
+    out.grad_policy[i * A + a] = categorical_logit_gradient(p, t.g, a == action, others / sum,
+                                                            fast_exp(log_p), log_p, entropy) *
+                                 p.scale;
   }
-  value_part(in, p, i, out, terms);
+  write_sample_terms(in, p, i, t, entropy, out);
 }
 
 // One sample of a diagonal Gaussian policy with A dims.
@@ -140,15 +167,15 @@ PRONGHORN_HD inline void gaussian_loss_sample(const LossInputs& in, const LossPa
   const float* mean = in.mean + i * A;
   const float* log_std = in.log_std + i * A;
   const float* action = in.continuous_actions + i * A;
-  float* terms = out.terms + i * kLossTerms;
   float log_prob = 0.0f, entropy = 0.0f;
   for (int64_t d = 0; d < A; ++d) {
     const float z = (action[d] - mean[d]) * fast_exp(-log_std[d]);
     log_prob += -0.5f * z * z - log_std[d] - kHalfLog2Pi;
     entropy += log_std[d] + 0.5f + kHalfLog2Pi;
   }
-  const float g = policy_gradient_coefficient(in, p, i, log_prob, terms);
-  terms[kEntropyTerm] = entropy;
+  const PolicyTerms t =
+      policy_terms(p, in.advantages[i], log_prob, log_ratio_at(in, i, log_prob));
+  const float g = t.g;
   // d log π/d μ = z/σ;  d log π/d log σ = z² − 1;  d H/d log σ = 1.
   for (int64_t d = 0; d < A; ++d) {
     const float inv_std = fast_exp(-log_std[d]);
@@ -156,7 +183,7 @@ PRONGHORN_HD inline void gaussian_loss_sample(const LossInputs& in, const LossPa
     out.grad_policy[i * A + d] = g * z * inv_std * p.scale;
     out.grad_log_std[i * A + d] = (g * (z * z - 1.0f) - p.entropy_cost) * p.scale;
   }
-  value_part(in, p, i, out, terms);
+  write_sample_terms(in, p, i, t, entropy, out);
 }
 
 }  // namespace pronghorn::kernels

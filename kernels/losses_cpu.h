@@ -5,7 +5,9 @@
 
 namespace pronghorn::kernels::cpu {
 
-void categorical_loss(const LossInputs& in, const LossParams& params, const LossOutputs& out);
+// False, with nothing written for the offending samples, when an action is
+// outside [0, A).
+bool categorical_loss(const LossInputs& in, const LossParams& params, const LossOutputs& out);
 void gaussian_loss(const LossInputs& in, const LossParams& params, const LossOutputs& out);
 
 }  // namespace pronghorn::kernels::cpu
