@@ -64,9 +64,8 @@ Prepared prepare_from_logits(const at::Tensor& target_logits, const at::Tensor& 
   p.keep.push_back(a);
   p.raw.actions = a.data_ptr<int64_t>();
   p.raw.behaviour_log_probs = keep_float(p, behaviour_log_probs, "behaviour_log_probs", tb);
-  if (p.device.is_cpu()) {  // an out-of-range action would read past the row
-    PRONGHORN_CHECK(a.numel() == 0 || (a.min().item<int64_t>() >= 0 &&
-                                       a.max().item<int64_t>() < p.raw.A),
+  if (!p.device.is_cpu() && a.numel() > 0) {  // the CPU loop checks as it reads them
+    PRONGHORN_CHECK(a.min().item<int64_t>() >= 0 && a.max().item<int64_t>() < p.raw.A,
                     "actions: expected every action in [0, ", p.raw.A, ")");
   }
   return p;
@@ -82,7 +81,8 @@ std::array<at::Tensor, 3> run(Prepared& p, const VtraceParams& params, bool gae,
   AdvantageOutputs out{result[0].data_ptr<float>(), result[1].data_ptr<float>(),
                        result[2].data_ptr<float>()};
   if (p.device.is_cpu()) {
-    cpu::advantages(p.raw, params, gae, out);
+    PRONGHORN_CHECK(cpu::advantages(p.raw, params, gae, out), "actions: expected every action in [0, ",
+                    p.raw.A, ")");
     return result;
   }
 #ifdef PRONGHORN_WITH_CUDA

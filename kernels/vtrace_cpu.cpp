@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 
 #include <array>
+#include <atomic>
 
 #include "kernels/vtrace_cpu.h"
 
@@ -15,8 +16,10 @@ namespace {
 
 constexpr int64_t kBlock = 256;  // columns per block: carries and log-ratios stay in L1
 
-// log(π/μ) of columns row … row + n − 1 from the target logits.
-inline __attribute__((always_inline)) void log_rhos_of_row(const AdvantageInputs& in, int64_t row, int64_t n, float* log_rho) {
+// log(π/μ) of columns row … row + n − 1 from the target logits. False if an
+// action is outside [0, A) (nothing is read out of bounds).
+inline __attribute__((always_inline)) bool log_rhos_of_row(const AdvantageInputs& in, int64_t row,
+                                                           int64_t n, float* log_rho) {
   const int64_t A = in.A;
   const float* z = in.target_logits + row * A;  // [n, A]
   std::array<float, kBlock> max, sum;
@@ -31,17 +34,25 @@ inline __attribute__((always_inline)) void log_rhos_of_row(const AdvantageInputs
     for (int64_t j = 0; j < n; ++j) sum[j] += fast_exp(z[j * A + a] - max[j]);
   }
   std::array<float, kBlock> action_logit;  // a gather: scalar, apart from the vector loop
-  for (int64_t j = 0; j < n; ++j) action_logit[j] = z[j * A + in.actions[row + j]];
+  bool valid = true;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t a = in.actions[row + j];
+    const bool ok = a >= 0 && a < A;
+    valid &= ok;
+    action_logit[j] = z[j * A + (ok ? a : 0)];
+  }
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
     log_rho[j] =
         log_softmax_finish(action_logit[j], max[j], sum[j]) - in.behaviour_log_probs[row + j];
   }
+  return valid;
 }
 
 template <bool kGae, bool kTruncation>
-inline __attribute__((always_inline)) void scan_block(const AdvantageInputs& in, const VtraceParams& params, int64_t b0, int64_t b1,
-                const AdvantageOutputs& out) {
+inline __attribute__((always_inline)) bool scan_block(const AdvantageInputs& in,
+                                                      const VtraceParams& params, int64_t b0,
+                                                      int64_t b1, const AdvantageOutputs& out) {
   // The carries as columns (not an array of ScanCarry): unit-stride vectors.
   std::array<float, kBlock> next_value, next_vs, carry, log_rho;
   const int64_t n = b1 - b0;
@@ -51,13 +62,13 @@ inline __attribute__((always_inline)) void scan_block(const AdvantageInputs& in,
   }
   for (int64_t t = in.T - 1; t >= 0; --t) {
     const int64_t row = t * in.B + b0;
-    // `omp simd`: the rows of inputs and outputs never overlap, which the
-    // compiler cannot prove from the pointers alone.
     if (in.log_rhos != nullptr) {
       for (int64_t j = 0; j < n; ++j) log_rho[j] = in.log_rhos[row + j];
-    } else {
-      log_rhos_of_row(in, row, n, log_rho.data());
+    } else if (!log_rhos_of_row(in, row, n, log_rho.data())) {
+      return false;
     }
+    // `omp simd`: the rows of inputs and outputs never overlap, which the
+    // compiler cannot prove from the pointers alone.
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
       ScanCarry c{next_value[j], next_vs[j], carry[j]};
@@ -67,37 +78,46 @@ inline __attribute__((always_inline)) void scan_block(const AdvantageInputs& in,
       next_value[j] = c.next_value, next_vs[j] = c.next_vs, carry[j] = c.carry;
     }
   }
+  return true;
 }
 
 // The block loop compiled for several vector widths; the loader picks the
 // widest this CPU has (GCC function multiversioning), so one binary runs
 // everywhere and still uses AVX-512 or AVX2 where present.
-#define PRONGHORN_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define PRONGHORN_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-PRONGHORN_VECTOR_CLONES void scan_blocks(const AdvantageInputs& in, const VtraceParams& params,
+PRONGHORN_VECTOR_CLONES bool scan_blocks(const AdvantageInputs& in, const VtraceParams& params,
                                          bool gae, int64_t first, int64_t last,
                                          const AdvantageOutputs& out) {
   const bool truncation = in.truncated != nullptr;
-  for (int64_t k = first; k < last; ++k) {
+  bool valid = true;
+  for (int64_t k = first; k < last && valid; ++k) {
     const int64_t b0 = k * kBlock, b1 = std::min(in.B, b0 + kBlock);
-    if (gae && truncation) scan_block<true, true>(in, params, b0, b1, out);
-    if (gae && !truncation) scan_block<true, false>(in, params, b0, b1, out);
-    if (!gae && truncation) scan_block<false, true>(in, params, b0, b1, out);
-    if (!gae && !truncation) scan_block<false, false>(in, params, b0, b1, out);
+    if (gae) {
+      valid = truncation ? scan_block<true, true>(in, params, b0, b1, out)
+                         : scan_block<true, false>(in, params, b0, b1, out);
+    } else {
+      valid = truncation ? scan_block<false, true>(in, params, b0, b1, out)
+                         : scan_block<false, false>(in, params, b0, b1, out);
+    }
   }
+  return valid;
 }
 
 }  // namespace
 
-void advantages(const AdvantageInputs& in, const VtraceParams& params, bool gae,
+bool advantages(const AdvantageInputs& in, const VtraceParams& params, bool gae,
                 const AdvantageOutputs& out) {
   const int64_t blocks = (in.B + kBlock - 1) / kBlock;
   // A block costs about kBlock·T·(A + 10) flops; a few blocks per task.
   const int64_t grain = std::max<int64_t>(1, 262144 / (kBlock * std::max<int64_t>(1, in.T) *
                                                        (in.A + 10)));
+  std::atomic<bool> valid{true};
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-    scan_blocks(in, params, gae, begin, end, out);
+    if (!scan_blocks(in, params, gae, begin, end, out)) valid = false;
   });
+  return valid;
 }
 
 }  // namespace pronghorn::kernels::cpu

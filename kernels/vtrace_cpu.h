@@ -5,7 +5,8 @@
 
 namespace pronghorn::kernels::cpu {
 
-void advantages(const AdvantageInputs& in, const VtraceParams& params, bool gae,
+// False when an action is outside [0, A): the outputs are then incomplete.
+bool advantages(const AdvantageInputs& in, const VtraceParams& params, bool gae,
                 const AdvantageOutputs& out);
 
 }  // namespace pronghorn::kernels::cpu
