@@ -27,6 +27,7 @@ bench: build
 	@$(BUILD)/tools/pronghorn bench env --env pong --num-envs 256
 	@$(BUILD)/tools/pronghorn bench env --env pendulum --num-envs 4096
 	@tools/bench-pufferlib-cartpole $(BUILD)
+	@$(BUILD)/tools/pronghorn bench kernels
 
 # Sanitizer builds live in their own folders and run the whole suite.
 asan:
