@@ -1,0 +1,312 @@
+#include "buffer/ring.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "buffer/process.h"
+#include "buffer/testing/pattern.h"
+#include "buffer/testing/spawn.h"
+#include "core/error.h"
+
+namespace pronghorn::buffer {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string unique_name(const char* what) {
+  return "/pronghorn-test-" + std::to_string(getpid()) + "-" + what;
+}
+
+// Takes everything the producers commit until `expected` unrolls arrived or
+// `done()` says no more will; checks each unroll byte for byte and counts.
+struct Received {
+  std::map<uint64_t, std::set<uint64_t>> seqs;  // actor → seqs seen
+  uint64_t total = 0, torn = 0, duplicates = 0;
+};
+void drain(Ring& ring, uint32_t batch, Received& got, const std::function<bool()>& done) {
+  const size_t bytes = ring.layout().bytes;
+  for (;;) {
+    auto taken = ring.take(batch, 0, UINT64_MAX / 2, 50ms);
+    if (!taken) {
+      if (!done()) continue;
+      // Producers are finished: collect the remainder one by one.
+      taken = ring.take(1, 0, UINT64_MAX / 2, 0ms);
+      if (!taken) return;
+    }
+    for (const TakenSlot& t : *taken) {
+      uint64_t actor, seq;
+      if (!testing::intact(t.data, bytes, &actor, &seq)) ++got.torn;
+      if (!got.seqs[actor].insert(seq).second) ++got.duplicates;
+      ++got.total;
+      EXPECT_EQ(t.stamp.actor, actor);
+      EXPECT_EQ(t.stamp.policy_version, seq);
+    }
+    ring.release(*taken);
+  }
+}
+
+TEST(UnrollSpecTest, LayoutIsAlignedOrderedAndSizedFromTheSpec) {
+  UnrollSpec spec{/*T=*/32, /*K=*/256, {4}, ObsDtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
+  SlotLayout l = slot_layout(spec);
+  const Field fields[] = {l.obs, l.actions, l.rewards, l.terminated, l.truncated,
+                          l.behaviour_log_probs, l.final_values, l.logits, l.episode_returns,
+                          l.episode_lengths};
+  size_t end = 0;
+  for (const Field& f : fields) {
+    EXPECT_EQ(f.offset % 64, 0u);
+    EXPECT_GE(f.offset, end) << "fields do not overlap";
+    end = f.offset + f.bytes;
+  }
+  EXPECT_LE(end, l.bytes);
+  EXPECT_EQ(l.bytes % 64, 0u);
+  EXPECT_EQ(l.obs.bytes, 33u * 256 * 4 * 4);
+  EXPECT_EQ(l.actions.bytes, 32u * 256 * 4);
+  EXPECT_EQ(l.terminated.bytes, 32u * 256);
+  EXPECT_EQ(l.logits.bytes, 32u * 256 * 2 * 4);
+  UnrollSpec pixels{20, 32, {1, 84, 84}, ObsDtype::kUInt8, 0, 0};
+  EXPECT_EQ(slot_layout(pixels).obs.bytes, 21u * 32 * 84 * 84);
+  UnrollSpec continuous = spec;
+  continuous.action_dims = 3;
+  EXPECT_EQ(slot_layout(continuous).actions.bytes, 32u * 256 * 3 * 4);
+}
+
+TEST(UnrollSpecTest, HashTellsSpecsApart) {
+  UnrollSpec a = testing::test_spec(), b = a;
+  EXPECT_EQ(spec_hash(a), spec_hash(b));
+  b.K = 9;
+  EXPECT_NE(spec_hash(a), spec_hash(b));
+  b = a;
+  b.obs_dtype = ObsDtype::kUInt8;
+  EXPECT_NE(spec_hash(a), spec_hash(b));
+  b = a;
+  b.obs_shape = {3, 1};
+  EXPECT_NE(spec_hash(a), spec_hash(b));
+}
+
+TEST(RingTest, CreatesAPrivateSegmentAndRemovesItOnDestruction) {
+  const std::string name = unique_name("mode");
+  {
+    auto ring = Ring::create(name, testing::test_spec(), 4);
+    struct stat st {};
+    ASSERT_EQ(stat(("/dev/shm" + name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  struct stat st {};
+  EXPECT_NE(stat(("/dev/shm" + name).c_str(), &st), 0) << "unlinked by its owner";
+}
+
+TEST(RingTest, AttachingWithAnotherSpecIsAClearError) {
+  const std::string name = unique_name("spec");
+  auto ring = Ring::create(name, testing::test_spec(), 4);
+  UnrollSpec other = testing::test_spec();
+  other.T = 5;
+  try {
+    Ring::attach(name, other);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("made for another unroll spec"), std::string::npos)
+        << e.what();
+  }
+  try {
+    Ring::attach(unique_name("missing"), testing::test_spec());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot attach"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RingTest, AttachingToSomethingElseIsAClearError) {
+  const std::string name = unique_name("junk");
+  int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 16), 0);
+  close(fd);
+  try {
+    Ring::attach(name, testing::test_spec());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong magic"), std::string::npos) << e.what();
+  }
+  shm_unlink(name.c_str());
+}
+
+TEST(RingTest, RecreatingReplacesAStaleRing) {
+  const std::string name = unique_name("stale");
+  auto first = Ring::create(name, testing::test_spec(), 4);
+  auto slot = first->claim(0ms);
+  ASSERT_TRUE(slot);
+  first->commit(*slot, {});
+  auto second = Ring::create(name, testing::test_spec(), 4);  // a restarted learner
+  EXPECT_EQ(second->counters().committed, 0u);
+  EXPECT_EQ(second->counters().ready, 0u);
+}
+
+TEST(RingTest, ThreadsDeliverEveryUnrollOnceAndWhole) {
+  const std::string name = unique_name("threads");
+  auto ring = Ring::create(name, testing::test_spec(), 8);
+  const uint64_t kPerProducer = 3000, kProducers = 4;
+  std::atomic<int> running{static_cast<int>(kProducers)};
+  std::vector<std::thread> producers;
+  for (uint64_t actor = 0; actor < kProducers; ++actor) {
+    producers.emplace_back([&, actor] {
+      auto mine = Ring::attach(name, testing::test_spec());
+      const size_t bytes = mine->layout().bytes;
+      for (uint64_t seq = 0; seq < kPerProducer; ++seq) {
+        auto slot = mine->claim(10s);
+        ASSERT_TRUE(slot);
+        testing::fill(mine->slot_data(*slot), bytes, actor, seq, 0, testing::words(bytes));
+        mine->commit(*slot, {seq, 0, static_cast<uint32_t>(actor)});
+      }
+      --running;
+    });
+  }
+  Received got;
+  drain(*ring, 3, got, [&] { return running == 0; });
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(got.total, kPerProducer * kProducers);
+  EXPECT_EQ(got.torn, 0u);
+  EXPECT_EQ(got.duplicates, 0u);
+  RingCounters c = ring->counters();
+  EXPECT_EQ(c.committed, kPerProducer * kProducers);
+  EXPECT_EQ(c.consumed, c.committed);
+  EXPECT_EQ(c.ready, 0u);
+}
+
+TEST(RingTest, ProcessesDeliverEveryUnrollOnceAndWhole) {
+  const std::string name = unique_name("procs");
+  auto ring = Ring::create(name, testing::test_spec(), 8);
+  const uint64_t kPerProducer = 4000;
+  std::vector<pid_t> pids;
+  for (int actor = 0; actor < 3; ++actor) {
+    pids.push_back(testing::spawn_helper({"produce", name, std::to_string(kPerProducer),
+                                          std::to_string(actor)}));
+    ASSERT_GT(pids.back(), 0);
+  }
+  Received got;
+  drain(*ring, 4, got, [&] { return ring->counters().committed == 3 * kPerProducer; });
+  for (pid_t pid : pids) EXPECT_EQ(testing::wait_exit(pid), 0);
+  EXPECT_EQ(got.total, 3 * kPerProducer);
+  EXPECT_EQ(got.torn, 0u);
+  EXPECT_EQ(got.duplicates, 0u);
+  for (int actor = 0; actor < 3; ++actor) EXPECT_EQ(got.seqs[actor].size(), kPerProducer);
+}
+
+TEST(RingTest, SlotsOfKilledWritersAreReclaimedAndNothingTornArrives) {
+  const std::string name = unique_name("kill");
+  auto ring = Ring::create(name, testing::test_spec(), 6);
+  std::vector<pid_t> pids;
+  for (int actor = 0; actor < 6; ++actor) {
+    pids.push_back(testing::spawn_helper({"produce", name, "1000000", std::to_string(actor), "slow"}));
+  }
+  std::atomic<bool> all_dead{false};
+  std::thread killer([&] {
+    std::mt19937 rng(7);
+    for (pid_t pid : pids) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 150));
+      kill(pid, SIGKILL);
+      EXPECT_EQ(testing::wait_exit(pid), 128 + SIGKILL);
+    }
+    all_dead = true;
+  });
+  Received got;
+  drain(*ring, 2, got, [&] { return all_dead.load(); });
+  killer.join();
+  ring->reclaim_dead_writers();
+  RingCounters c = ring->counters();
+  EXPECT_EQ(got.torn, 0u);
+  EXPECT_EQ(got.duplicates, 0u);
+  EXPECT_EQ(got.total, c.committed) << "every committed unroll arrived";
+  EXPECT_EQ(c.consumed, c.committed);
+  EXPECT_GT(c.committed, 10u);
+  EXPECT_GE(c.reclaimed, 1u) << "killed mid-write, their slots came back";
+  // Every slot is FREE again: all of them can be claimed at once.
+  for (uint32_t i = 0; i < ring->slots(); ++i) EXPECT_TRUE(ring->claim(0ms)) << i;
+}
+
+TEST(RingTest, BlockedConsumerUsesAlmostNoCpu) {
+  auto ring = Ring::create(unique_name("idle"), testing::test_spec(), 4);
+  rusage before {}, after {};
+  getrusage(RUSAGE_THREAD, &before);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ring->take(1, 0, 10, 1000ms));
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  getrusage(RUSAGE_THREAD, &after);
+  auto cpu = [](const rusage& r) {
+    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + 1e-6 * (r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+  };
+  EXPECT_GE(waited, 0.99);
+  EXPECT_LT(cpu(after) - cpu(before), 0.02) << "seconds of CPU while blocked for 1 s";
+}
+
+TEST(RingTest, StaleUnrollsAreDroppedAndCounted) {
+  auto ring = Ring::create(unique_name("lag"), testing::test_spec(), 8);
+  for (uint64_t version : {1, 2, 7, 8, 9}) {
+    auto slot = ring->claim(0ms);
+    ASSERT_TRUE(slot);
+    ring->commit(*slot, {version, 0, 0});
+  }
+  // Learner at version 10 with max lag 3: versions 7, 8, 9 are fresh.
+  auto taken = ring->take(3, 10, 3, 0ms);
+  ASSERT_TRUE(taken);
+  std::vector<uint64_t> versions;
+  for (auto& t : *taken) versions.push_back(t.stamp.policy_version);
+  EXPECT_EQ(versions, (std::vector<uint64_t>{7, 8, 9})) << "oldest commits first";
+  ring->release(*taken);
+  RingCounters c = ring->counters();
+  EXPECT_EQ(c.dropped_stale, 2u);
+  EXPECT_EQ(c.consumed, 3u);
+  EXPECT_EQ(c.committed, c.consumed + c.dropped_stale) << "nothing lost, nothing twice";
+}
+
+TEST(RingTest, FullRingTimesOutAndAbandonFreesASlot) {
+  auto ring = Ring::create(unique_name("full"), testing::test_spec(), 2);
+  auto a = ring->claim(0ms), b = ring->claim(0ms);
+  ASSERT_TRUE(a && b);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ring->claim(100ms));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  ring->abandon(*a);
+  EXPECT_TRUE(ring->claim(0ms));
+  EXPECT_EQ(ring->counters().abandoned, 1u);
+}
+
+TEST(RingTest, ConsumerWakesWhenAWriterCommits) {
+  const std::string name = unique_name("wake");
+  auto ring = Ring::create(name, testing::test_spec(), 2);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(200ms);
+    auto mine = Ring::attach(name, testing::test_spec());
+    auto slot = mine->claim(1s);
+    mine->commit(*slot, {});
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto taken = ring->take(1, 0, 10, 5s);
+  auto waited = std::chrono::steady_clock::now() - start;
+  writer.join();
+  ASSERT_TRUE(taken);
+  EXPECT_LT(waited, 1s) << "woken by the commit, not by the timeout";
+}
+
+TEST(ProcessTest, AliveMeansSamePidAndSameStartTime) {
+  const int self = getpid();
+  const uint64_t start = process_start_time(self);
+  EXPECT_GT(start, 0u);
+  EXPECT_TRUE(process_alive(self, start));
+  EXPECT_TRUE(process_alive(self, 0));
+  EXPECT_FALSE(process_alive(self, start + 1)) << "a reused pid is another process";
+  pid_t child = testing::spawn_helper({"no-such-command"});
+  testing::wait_exit(child);
+  EXPECT_FALSE(process_alive(child, 0));
+}
+
+}  // namespace
+}  // namespace pronghorn::buffer

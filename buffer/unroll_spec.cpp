@@ -1,0 +1,76 @@
+#include "buffer/unroll_spec.h"
+
+#include "core/error.h"
+
+namespace pronghorn::buffer {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Appends a field of `bytes` at the next aligned offset.
+Field place(size_t& cursor, size_t bytes) {
+  Field f{cursor, bytes};
+  cursor = align_up(cursor + bytes);
+  return f;
+}
+
+void hash_in(uint64_t& h, uint64_t value) {
+  for (int i = 0; i < 8; ++i) {
+    h ^= (value >> (8 * i)) & 0xff;
+    h *= 0x100000001b3ull;
+  }
+}
+
+}  // namespace
+
+SlotLayout slot_layout(const UnrollSpec& s) {
+  PRONGHORN_CHECK(s.T >= 1 && s.T <= 1 << 16, "unroll spec: T = ", s.T, ": expected 1 to 65536");
+  PRONGHORN_CHECK(s.K >= 1 && s.K <= 1 << 20, "unroll spec: K = ", s.K, ": expected 1 to 2^20");
+  PRONGHORN_CHECK(!s.obs_shape.empty() && s.obs_shape.size() <= 4,
+                  "unroll spec: obs_shape: expected 1 to 4 dimensions");
+  size_t obs_elements = 1;
+  for (int64_t d : s.obs_shape) {
+    PRONGHORN_CHECK(d >= 1 && d <= 1 << 16, "unroll spec: obs_shape dimension ", d,
+                    ": expected 1 to 65536");
+    obs_elements *= static_cast<size_t>(d);
+  }
+  PRONGHORN_CHECK(s.action_dims >= 0 && s.action_dims <= 64,
+                  "unroll spec: action_dims = ", s.action_dims, ": expected 0 to 64");
+  PRONGHORN_CHECK(s.logits >= 0 && s.logits <= 1 << 16, "unroll spec: logits = ", s.logits,
+                  ": expected 0 to 65536");
+  const size_t T = static_cast<size_t>(s.T), K = static_cast<size_t>(s.K);
+  const size_t obs_item = s.obs_dtype == ObsDtype::kFloat32 ? 4 : 1;
+  const size_t steps = T * K;
+  SlotLayout l;
+  size_t cursor = 0;
+  l.obs = place(cursor, (T + 1) * K * obs_elements * obs_item);
+  l.actions = place(cursor, steps * 4 * (s.action_dims == 0 ? 1 : s.action_dims));
+  l.rewards = place(cursor, steps * 4);
+  l.terminated = place(cursor, steps);
+  l.truncated = place(cursor, steps);
+  l.behaviour_log_probs = place(cursor, steps * 4);
+  l.final_values = place(cursor, steps * 4);
+  l.logits = place(cursor, steps * 4 * static_cast<size_t>(s.logits));
+  l.episode_returns = place(cursor, steps * 4);
+  l.episode_lengths = place(cursor, steps * 4);
+  l.bytes = cursor;
+  PRONGHORN_CHECK(l.bytes <= (size_t{1} << 31), "unroll spec: a slot of ", l.bytes,
+                  " bytes: expected at most 2 GiB");
+  return l;
+}
+
+uint64_t spec_hash(const UnrollSpec& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  hash_in(h, static_cast<uint64_t>(s.T));
+  hash_in(h, static_cast<uint64_t>(s.K));
+  hash_in(h, s.obs_shape.size());
+  for (int64_t d : s.obs_shape) hash_in(h, static_cast<uint64_t>(d));
+  hash_in(h, static_cast<uint64_t>(s.obs_dtype));
+  hash_in(h, static_cast<uint64_t>(s.action_dims));
+  hash_in(h, static_cast<uint64_t>(s.logits));
+  return h;
+}
+
+}  // namespace pronghorn::buffer

@@ -1,0 +1,55 @@
+// The shape of one unroll (T steps of K envs from one actor with one policy
+// version, DESIGN.md §1) and the byte layout of a ring slot that holds it.
+// Both sides compute the layout with slot_layout() from the same spec, so
+// nothing is serialised per unroll; spec_hash() goes into the ring's header
+// so an actor with another spec cannot attach.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace pronghorn::buffer {
+
+enum class ObsDtype : uint32_t { kFloat32 = 0, kUInt8 = 1 };
+
+struct UnrollSpec {
+  int64_t T = 0;                   // steps per unroll
+  int64_t K = 0;                   // envs per actor
+  std::vector<int64_t> obs_shape;  // one env's observation
+  ObsDtype obs_dtype = ObsDtype::kFloat32;
+  int64_t action_dims = 0;         // 0: discrete actions (int32); else float32 [dims]
+  int64_t logits = 0;              // behaviour logits per step kept (0 = log-probs only)
+};
+
+// One field of a slot: where it starts (from the slot base) and its size.
+struct Field {
+  size_t offset = 0;
+  size_t bytes = 0;
+};
+
+// A slot, fields 64-byte aligned, in this order:
+//   obs                [T+1, K, obs...]  obs_dtype; the last row bootstraps
+//   actions            [T, K] int32, or [T, K, action_dims] float32
+//   rewards            [T, K] float32
+//   terminated         [T, K] uint8
+//   truncated          [T, K] uint8
+//   behaviour_log_probs[T, K] float32   log μ of the taken action
+//   final_values       [T, K] float32   the actor's V of the final observation,
+//                                       read only where truncated (DESIGN.md §9)
+//   logits             [T, K, logits] float32 (when logits > 0)
+//   episode_returns    [T·K] float32    finished episodes, in order
+//   episode_lengths    [T·K] int32      (how many: the slot header's count)
+struct SlotLayout {
+  Field obs, actions, rewards, terminated, truncated, behaviour_log_probs, final_values, logits,
+      episode_returns, episode_lengths;
+  size_t bytes = 0;  // the whole slot, a multiple of 64
+};
+
+// Throws pronghorn::Error naming the field when the spec is not usable.
+SlotLayout slot_layout(const UnrollSpec& spec);
+
+// FNV-1a over every field of the spec, in a fixed order.
+uint64_t spec_hash(const UnrollSpec& spec);
+
+}  // namespace pronghorn::buffer
