@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -90,6 +91,52 @@ TEST(UnrollSpecTest, HashTellsSpecsApart) {
   b = a;
   b.obs_shape = {3, 1};
   EXPECT_NE(spec_hash(a), spec_hash(b));
+}
+
+TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
+  // The writer and the reader each compute the layout from the spec; every
+  // field written by one is read back, value for value, by the other.
+  const std::string name = unique_name("roundtrip");
+  UnrollSpec spec{3, 2, {2}, ObsDtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
+  auto reader = Ring::create(name, spec, 2);
+  auto writer = Ring::attach(name, spec);
+  const SlotLayout& l = writer->layout();
+  auto slot = writer->claim(0ms);
+  ASSERT_TRUE(slot);
+  uint8_t* base = writer->slot_data(*slot);
+  auto fill_field = [&](const Field& f, float start) {
+    for (size_t k = 0; k < f.bytes / 4; ++k) {
+      float v = start + static_cast<float>(k);
+      std::memcpy(base + f.offset + 4 * k, &v, 4);
+    }
+  };
+  const Field* fields[] = {&l.obs, &l.actions, &l.rewards, &l.behaviour_log_probs,
+                           &l.final_values, &l.logits, &l.episode_returns, &l.episode_lengths};
+  for (size_t f = 0; f < std::size(fields); ++f) fill_field(*fields[f], 1000.0f * (f + 1));
+  std::memset(base + l.terminated.offset, 1, l.terminated.bytes);
+  std::memset(base + l.truncated.offset, 2, l.truncated.bytes);
+  writer->commit(*slot, {5, 1, 9});
+  auto taken = reader->take(1, 5, 0, 0ms);
+  ASSERT_TRUE(taken);
+  const TakenSlot& t = (*taken)[0];
+  EXPECT_EQ(t.stamp.policy_version, 5u);
+  EXPECT_EQ(t.stamp.episodes, 1u);
+  EXPECT_EQ(t.stamp.actor, 9u);
+  const SlotLayout& r = reader->layout();
+  EXPECT_EQ(r.obs.bytes, 4u * 2 * 2 * 4) << "[T+1, K, 2] float32";
+  const Field* read_fields[] = {&r.obs, &r.actions, &r.rewards, &r.behaviour_log_probs,
+                                &r.final_values, &r.logits, &r.episode_returns,
+                                &r.episode_lengths};
+  for (size_t f = 0; f < std::size(read_fields); ++f) {
+    for (size_t k = 0; k < read_fields[f]->bytes / 4; ++k) {
+      float v;
+      std::memcpy(&v, t.data + read_fields[f]->offset + 4 * k, 4);
+      ASSERT_EQ(v, 1000.0f * (f + 1) + k) << "field " << f << " element " << k;
+    }
+  }
+  EXPECT_EQ(t.data[r.terminated.offset + r.terminated.bytes - 1], 1);
+  EXPECT_EQ(t.data[r.truncated.offset], 2);
+  reader->release(*taken);
 }
 
 TEST(RingTest, CreatesAPrivateSegmentAndRemovesItOnDestruction) {

@@ -126,9 +126,10 @@ uint64_t WeightSlab::read(float* out) const {
     if (v == 0) return 0;
     std::memcpy(out, copy(v), sizeof(float) * static_cast<size_t>(count_));
     // The copy is whole if the writer has not published v + 1 since: only
-    // after that may it start writing copy v % 2 again.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (shared_->version.load(std::memory_order_relaxed) == v) return v;
+    // after that may it start writing copy v % 2 again. A read-modify-write
+    // with release keeps the copy's reads before this check (a plain load
+    // would not; a fence would, but ThreadSanitizer cannot follow fences).
+    if (shared_->version.fetch_add(0, std::memory_order_acq_rel) == v) return v;
   }
 }
 

@@ -149,6 +149,14 @@ TEST(CliTest, BenchEnvPrintsStepsPerSecond) {
   EXPECT_NE(r.out.find("M env steps/s"), std::string::npos) << r.out;
 }
 
+TEST(CliTest, BenchRingPrintsThroughputAgainstMemcpyAndLatency) {
+  Result r = pronghorn({"bench", "ring", "--seconds", "0.1"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bench ring: cartpole T=32 K=256"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GB/s actor→learner, memcpy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("commit → consumer wake: median"), std::string::npos) << r.out;
+}
+
 TEST(CliTest, BenchEnvRejectsAnUnknownEnvAndBadCounts) {
   Result unknown = pronghorn({"bench", "env", "--env", "cartpol", "--seconds", "0.05"});
   EXPECT_EQ(unknown.code, 2);

@@ -32,7 +32,8 @@ Command add_config_command(CLI::App& app);
 Command add_envs_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 
-// `bench kernels`, under `bench`; sets `run` to what it does.
+// `bench kernels` and `bench ring`, under `bench`; each sets `run` to what it does.
 CLI::App* add_bench_kernels(CLI::App& bench, std::function<void()>& run);
+CLI::App* add_bench_ring(CLI::App& bench, std::function<void()>& run);
 
 }  // namespace pronghorn::cli

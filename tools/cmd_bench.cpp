@@ -1,6 +1,7 @@
 // `pronghorn bench ...`: throughput figures, printed, never asserted.
 //   bench env      env steps per second of one batched env per thread
 //   bench kernels  fused V-trace and loss against stock ops (bench_kernels.cpp)
+//   bench ring     actor→learner GB/s through the ring against memcpy (bench_ring.cpp)
 // Each thread steps its own K envs with actions drawn before timing starts.
 #include <fmt/format.h>
 
@@ -114,11 +115,13 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 256));
   env->add_option("--seconds", args->seconds, "measuring time")
       ->capture_default_str()->check(CLI::Range(0.01, 3600.0));
-  std::function<void()> run_kernels;
+  std::function<void()> run_kernels, run_ring;
   CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
-  return {bench, [args, env, kernels, run_kernels] {
+  CLI::App* ring = add_bench_ring(*bench, run_ring);
+  return {bench, [args, env, kernels, run_kernels, ring, run_ring] {
             if (env->parsed()) bench_env(*args);
             if (kernels->parsed()) run_kernels();
+            if (ring->parsed()) run_ring();
           }};
 }
 
