@@ -1,15 +1,10 @@
 #include "buffer/ring.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 
 #include "buffer/futex.h"
 #include "buffer/process.h"
@@ -76,10 +71,6 @@ size_t segment_bytes(uint32_t slots, size_t slot_bytes, size_t* data_offset) {
   return *data_offset + slot_bytes * slots;
 }
 
-[[noreturn]] void fail_sys(const std::string& what, const std::string& name) {
-  throw Error("ring " + name + ": " + what + ": " + std::strerror(errno));
-}
-
 }  // namespace
 
 std::unique_ptr<Ring> Ring::create(const std::string& name, const UnrollSpec& spec,
@@ -88,24 +79,10 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const UnrollSpec& sp
                   " slots: expected 1 to 65536");
   SlotLayout layout = slot_layout(spec);
   size_t data_offset = 0;
-  size_t bytes = segment_bytes(slots, layout.bytes, &data_offset);
-  shm_unlink(name.c_str());  // a stale ring of this run, left by a learner that died
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) fail_sys("cannot create", name);
-  fchmod(fd, 0600);  // whatever the umask
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    close(fd);
-    shm_unlink(name.c_str());
-    fail_sys("cannot size to " + std::to_string(bytes) + " bytes", name);
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    close(fd);
-    shm_unlink(name.c_str());
-    fail_sys("cannot map", name);
-  }
-  // ftruncate zero-fills: every counter and slot state starts at 0 (FREE).
-  auto* shared = new (base) Shared{};
+  const size_t bytes = segment_bytes(slots, layout.bytes, &data_offset);
+  SharedMemory memory = SharedMemory::create("ring " + name, name, bytes);
+  // The segment starts zeroed: every counter and slot state at 0 (FREE).
+  auto* shared = new (memory.base()) Shared{};
   shared->layout_version = kLayoutVersion;
   shared->slots = slots;
   shared->spec_hash = spec_hash(spec);
@@ -113,61 +90,47 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const UnrollSpec& sp
   shared->data_offset = data_offset;
   for (uint32_t i = 0; i < slots; ++i) new (shared->slot(i)) SlotHeader{};
   std::atomic_ref<uint64_t>(shared->magic).store(kMagic, std::memory_order_release);
-  return std::unique_ptr<Ring>(new Ring(name, /*owner=*/true, fd, base, bytes, layout));
+  return std::unique_ptr<Ring>(new Ring(name, std::move(memory), layout));
 }
 
 std::unique_ptr<Ring> Ring::attach(const std::string& name, const UnrollSpec& spec) {
   SlotLayout layout = slot_layout(spec);
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) fail_sys("cannot attach", name);
-  struct stat st {};
-  fstat(fd, &st);
-  auto size = static_cast<size_t>(st.st_size);
-  auto bad = [&](const std::string& what) {
-    close(fd);
-    throw Error("ring " + name + ": " + what);
-  };
-  if (size < sizeof(Shared)) bad("segment of " + std::to_string(size) + " bytes is no ring");
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) fail_sys("cannot map", name);
-  auto* shared = static_cast<Shared*>(base);
-  auto unmap_and_fail = [&](const std::string& what) {
-    munmap(base, size);
-    bad(what);
-  };
+  SharedMemory memory = SharedMemory::attach("ring " + name, name);
+  auto bad = [&](const std::string& what) { throw Error("ring " + name + ": " + what); };
+  if (memory.bytes() < sizeof(Shared)) {
+    bad("segment of " + std::to_string(memory.bytes()) + " bytes is no ring");
+  }
+  auto* shared = static_cast<Shared*>(memory.base());
   if (std::atomic_ref<uint64_t>(shared->magic).load(std::memory_order_acquire) != kMagic) {
-    unmap_and_fail("not a Pronghorn ring (wrong magic)");
+    bad("not a Pronghorn ring (wrong magic)");
   }
   if (shared->layout_version != kLayoutVersion) {
-    unmap_and_fail("layout version " + std::to_string(shared->layout_version) +
-                   ", this Pronghorn speaks " + std::to_string(kLayoutVersion));
+    bad("layout version " + std::to_string(shared->layout_version) + ", this Pronghorn speaks " +
+        std::to_string(kLayoutVersion));
   }
   if (shared->spec_hash != spec_hash(spec) || shared->slot_bytes != layout.bytes) {
-    unmap_and_fail("made for another unroll spec (T, K, observation or action shape differ)");
+    bad("made for another unroll spec (T, K, observation or action shape differ)");
   }
   size_t data_offset = 0;
-  if (segment_bytes(shared->slots, layout.bytes, &data_offset) != size) {
-    unmap_and_fail("segment size does not match its header");
+  if (segment_bytes(shared->slots, layout.bytes, &data_offset) != memory.bytes()) {
+    bad("segment size does not match its header");
   }
-  return std::unique_ptr<Ring>(new Ring(name, /*owner=*/false, fd, base, size, layout));
+  return std::unique_ptr<Ring>(new Ring(name, std::move(memory), layout));
 }
 
-Ring::Ring(std::string name, bool owner, int fd, void* base, size_t bytes, SlotLayout layout)
-    : name_(std::move(name)), owner_(owner), fd_(fd), base_(base), bytes_(bytes),
-      layout_(layout), shared_(static_cast<Shared*>(base)),
+Ring::Ring(std::string name, SharedMemory memory, SlotLayout layout)
+    : name_(std::move(name)), memory_(std::move(memory)), layout_(layout),
+      shared_(static_cast<Shared*>(memory_.base())),
       pid_(static_cast<uint64_t>(getpid())), start_time_(process_start_time(getpid())) {}
 
-Ring::~Ring() {
-  munmap(base_, bytes_);
-  close(fd_);
-  if (owner_) shm_unlink(name_.c_str());
-}
+Ring::~Ring() = default;
 
 uint32_t Ring::slots() const { return shared_->slots; }
 
 uint8_t* Ring::slot_data(uint32_t index) {
   PRONGHORN_ASSERT(index < shared_->slots);
-  return static_cast<uint8_t*>(base_) + shared_->data_offset + shared_->slot_bytes * index;
+  return static_cast<uint8_t*>(memory_.base()) + shared_->data_offset +
+         shared_->slot_bytes * index;
 }
 
 std::optional<uint32_t> Ring::claim(std::chrono::milliseconds timeout) {

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer/shared_memory.h"
 #include "buffer/unroll_spec.h"
 
 namespace pronghorn::buffer {
@@ -93,13 +94,10 @@ class Ring {
   struct Shared;  // the segment's header (ring.cpp)
 
  private:
-  Ring(std::string name, bool owner, int fd, void* base, size_t bytes, SlotLayout layout);
+  Ring(std::string name, SharedMemory memory, SlotLayout layout);
 
   std::string name_;
-  bool owner_;
-  int fd_;
-  void* base_;
-  size_t bytes_;
+  SharedMemory memory_;
   SlotLayout layout_;
   Shared* shared_;
   uint64_t pid_;

@@ -1,12 +1,6 @@
 #include "buffer/weight_slab.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 
 #include "buffer/futex.h"
@@ -28,79 +22,42 @@ constexpr size_t kDataOffset = 4096;
 
 size_t slab_bytes(int64_t count) { return kDataOffset + 2 * sizeof(float) * static_cast<size_t>(count); }
 
-[[noreturn]] void fail_sys(const std::string& what, const std::string& name) {
-  throw Error("weight slab " + name + ": " + what + ": " + std::strerror(errno));
-}
-
 }  // namespace
 
 std::unique_ptr<WeightSlab> WeightSlab::create(const std::string& name, int64_t count) {
   PRONGHORN_CHECK(count >= 1 && count <= (int64_t{1} << 32), "weight slab ", name, ": ", count,
                   " parameters: expected 1 to 2^32");
-  const size_t bytes = slab_bytes(count);
-  shm_unlink(name.c_str());  // a stale slab of this run
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) fail_sys("cannot create", name);
-  fchmod(fd, 0600);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    close(fd);
-    shm_unlink(name.c_str());
-    fail_sys("cannot size", name);
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    close(fd);
-    shm_unlink(name.c_str());
-    fail_sys("cannot map", name);
-  }
-  auto* shared = new (base) Shared{};
+  SharedMemory memory = SharedMemory::create("weight slab " + name, name, slab_bytes(count));
+  auto* shared = new (memory.base()) Shared{};
   shared->count = count;
   std::atomic_ref<uint64_t>(shared->magic).store(kMagic, std::memory_order_release);
-  return std::unique_ptr<WeightSlab>(new WeightSlab(name, true, fd, base, bytes, count));
+  return std::unique_ptr<WeightSlab>(new WeightSlab(std::move(memory), count));
 }
 
 std::unique_ptr<WeightSlab> WeightSlab::attach(const std::string& name, int64_t count) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) fail_sys("cannot attach", name);
-  struct stat st {};
-  fstat(fd, &st);
-  const auto size = static_cast<size_t>(st.st_size);
-  if (size < kDataOffset) {
-    close(fd);
-    throw Error("weight slab " + name + ": segment of " + std::to_string(size) +
-                " bytes is no slab");
+  SharedMemory memory = SharedMemory::attach("weight slab " + name, name);
+  auto bad = [&](const std::string& what) { throw Error("weight slab " + name + ": " + what); };
+  if (memory.bytes() < kDataOffset) {
+    bad("segment of " + std::to_string(memory.bytes()) + " bytes is no slab");
   }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) fail_sys("cannot map", name);
-  auto* shared = static_cast<Shared*>(base);
-  std::string problem;
+  auto* shared = static_cast<Shared*>(memory.base());
   if (std::atomic_ref<uint64_t>(shared->magic).load(std::memory_order_acquire) != kMagic) {
-    problem = "not a Pronghorn weight slab (wrong magic)";
-  } else if (shared->count != count || size != slab_bytes(count)) {
-    problem = "holds " + std::to_string(shared->count) + " parameters, the model has " +
-              std::to_string(count);
+    bad("not a Pronghorn weight slab (wrong magic)");
   }
-  if (!problem.empty()) {
-    munmap(base, size);
-    close(fd);
-    throw Error("weight slab " + name + ": " + problem);
+  if (shared->count != count || memory.bytes() != slab_bytes(count)) {
+    bad("holds " + std::to_string(shared->count) + " parameters, the model has " +
+        std::to_string(count));
   }
-  return std::unique_ptr<WeightSlab>(new WeightSlab(name, false, fd, base, size, count));
+  return std::unique_ptr<WeightSlab>(new WeightSlab(std::move(memory), count));
 }
 
-WeightSlab::WeightSlab(std::string name, bool owner, int fd, void* base, size_t bytes,
-                       int64_t count)
-    : name_(std::move(name)), owner_(owner), fd_(fd), base_(base), bytes_(bytes), count_(count),
-      shared_(static_cast<Shared*>(base)) {}
+WeightSlab::WeightSlab(SharedMemory memory, int64_t count)
+    : memory_(std::move(memory)), count_(count), shared_(static_cast<Shared*>(memory_.base())) {}
 
-WeightSlab::~WeightSlab() {
-  munmap(base_, bytes_);
-  close(fd_);
-  if (owner_) shm_unlink(name_.c_str());
-}
+WeightSlab::~WeightSlab() = default;
 
 float* WeightSlab::copy(uint64_t version) const {
-  return reinterpret_cast<float*>(static_cast<uint8_t*>(base_) + kDataOffset) +
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(memory_.base()) + kDataOffset) +
          (version % 2) * static_cast<size_t>(count_);
 }
 

@@ -18,6 +18,8 @@
 #include <memory>
 #include <string>
 
+#include "buffer/shared_memory.h"
+
 namespace pronghorn::buffer {
 
 class WeightSlab {
@@ -54,14 +56,10 @@ class WeightSlab {
   struct Shared;  // the segment's header (weight_slab.cpp)
 
  private:
-  WeightSlab(std::string name, bool owner, int fd, void* base, size_t bytes, int64_t count);
+  WeightSlab(SharedMemory memory, int64_t count);
   float* copy(uint64_t version) const;
 
-  std::string name_;
-  bool owner_;
-  int fd_;
-  void* base_;
-  size_t bytes_;
+  SharedMemory memory_;
   int64_t count_;
   Shared* shared_;
 };
