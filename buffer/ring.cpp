@@ -38,6 +38,9 @@ struct alignas(64) SlotHeader {
   SlotStamp stamp;
 };
 
+// Shared between processes of the same build: its size is part of the layout.
+static_assert(sizeof(SlotHeader) == 64);
+static_assert(sizeof(SlotStamp) == 16);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
