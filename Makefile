@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test bench asan tsan clean
+.PHONY: all deps configure build test train bench asan tsan clean
 
 all: build
 
@@ -19,6 +19,11 @@ build: configure
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Trains CartPole with the default config until it is solved (mean return of
+# the last 100 episodes ≥ 475) and says how long that took.
+train: build
+	@$(BUILD)/tools/pronghorn train -c configs/cartpole.toml
 
 # Throughput figures for BENCHMARKS.md, each against a baseline in the same run.
 bench: build

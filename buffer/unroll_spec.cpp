@@ -61,6 +61,16 @@ SlotLayout slot_layout(const UnrollSpec& s) {
   return l;
 }
 
+UnrollSpec unroll_spec_for(const envs::EnvSpec& env, int64_t T, int64_t K) {
+  UnrollSpec spec;
+  spec.T = T;
+  spec.K = K;
+  spec.obs_shape = env.obs_shape;
+  spec.obs_dtype = env.obs_dtype == envs::Dtype::kFloat32 ? ObsDtype::kFloat32 : ObsDtype::kUInt8;
+  spec.action_dims = env.action_kind == envs::ActionKind::kContinuous ? env.action_size : 0;
+  return spec;
+}
+
 uint64_t spec_hash(const UnrollSpec& s) {
   uint64_t h = 0xcbf29ce484222325ull;
   hash_in(h, static_cast<uint64_t>(s.T));

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "envs/env.h"
+
 namespace pronghorn::buffer {
 
 enum class ObsDtype : uint32_t { kFloat32 = 0, kUInt8 = 1 };
@@ -51,5 +53,8 @@ SlotLayout slot_layout(const UnrollSpec& spec);
 
 // FNV-1a over every field of the spec, in a fixed order.
 uint64_t spec_hash(const UnrollSpec& spec);
+
+// The unroll of T steps of K envs of `env`, with behaviour log-probs only.
+UnrollSpec unroll_spec_for(const envs::EnvSpec& env, int64_t T, int64_t K);
 
 }  // namespace pronghorn::buffer

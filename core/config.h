@@ -20,22 +20,22 @@ namespace pronghorn {
 struct EnvConfig {
   std::string name = "cartpole";  // a built-in env (`pronghorn envs` lists them)
   std::string plugin;             // path of a user env library; overrides `name`
-  int64_t num_envs = 256;         // K: envs stepped as one batch by each actor
+  int64_t num_envs = 64;          // K: envs stepped as one batch by each actor
   int64_t max_episode_steps = 0;  // time limit; 0 keeps the env's own
 };
 
 struct ActorConfig {
   int64_t count = 0;           // actor processes on this node; 0 = one per spare core
-  int64_t unroll_length = 32;  // T: env steps per unroll
+  int64_t unroll_length = 16;  // T: env steps per unroll
   int64_t threads = 1;         // LibTorch intra-op threads per actor
 };
 
 struct LearnerConfig {
-  int64_t batch_size = 4;        // B: unrolls per learner step
+  int64_t batch_size = 2;        // B: unrolls per learner step
   int64_t ring_slots = 16;       // unroll slots in the shared-memory ring
   int64_t max_policy_lag = 16;   // unrolls older than this many versions are dropped
   std::string optimizer = "adam";
-  double learning_rate = 1e-3;
+  double learning_rate = 5e-3;
   std::string lr_schedule = "linear";  // decays to 0 at run.total_steps, or "constant"
   double adam_eps = 1e-8;
   double rmsprop_alpha = 0.99;
@@ -68,8 +68,8 @@ struct RunConfig {
   std::string name;              // empty: generated from the start time
   std::string dir = "runs";      // runs live in <dir>/<name>/
   int64_t seed = 1;
-  int64_t total_steps = 2'000'000;   // env steps; the run stops there
-  double target_return = 0.0;        // stop when the mean return of 100 episodes reaches it; 0 = off
+  int64_t total_steps = 20'000'000;  // env steps; the run stops there
+  double target_return = 475.0;      // stop when the mean return of 100 episodes reaches it; 0 = off
   double checkpoint_interval_s = 60;
   int64_t keep_checkpoints = 3;
   double report_interval_s = 1.0;

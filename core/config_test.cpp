@@ -32,7 +32,8 @@ TEST(ConfigTest, DefaultsTrainCartPole) {
   Config c = load_config("", {});
   EXPECT_EQ(c.env.name, "cartpole");
   EXPECT_EQ(c.loss.kind, "impala");
-  EXPECT_EQ(c.learner.batch_size, 4);
+  EXPECT_EQ(c.learner.batch_size, 2);
+  EXPECT_EQ(c.run.target_return, 475.0);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 64}));
 }
 
@@ -50,7 +51,7 @@ TEST(ConfigTest, FileValuesReplaceDefaults) {
   EXPECT_DOUBLE_EQ(c.learner.learning_rate, 3.0);
   EXPECT_EQ(c.learner.optimizer, "rmsprop");
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{128, 32, 8}));
-  EXPECT_EQ(c.actor.unroll_length, 32) << "untouched keys keep their defaults";
+  EXPECT_EQ(c.actor.unroll_length, 16) << "untouched keys keep their defaults";
 }
 
 TEST(ConfigTest, OverridesWinOverTheFileInOrder) {

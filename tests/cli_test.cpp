@@ -55,7 +55,9 @@ TEST(CliTest, HelpListsOnlyWorkingSubcommands) {
   EXPECT_NE(r.out.find("config"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("envs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bench"), std::string::npos) << r.out;
-  for (const char* later : {"train", "status", "scale"}) {
+  EXPECT_NE(r.out.find("  train "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("  actor "), std::string::npos) << "internal subcommand listed:\n" << r.out;
+  for (const char* later : {"status", "scale", "eval"}) {
     EXPECT_EQ(r.out.find(std::string("  ") + later + " "), std::string::npos)
         << later << " is listed before it works:\n" << r.out;
   }
@@ -163,6 +165,19 @@ TEST(CliTest, BenchEnvRejectsAnUnknownEnvAndBadCounts) {
   EXPECT_NE(unknown.err.find("did you mean cartpole?"), std::string::npos) << unknown.err;
   EXPECT_EQ(pronghorn({"bench", "env", "--num-envs", "0"}).code, 2);
   EXPECT_EQ(pronghorn({"bench"}).code, 2);
+}
+
+TEST(CliTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
+  Result builtin = pronghorn({"config"});
+  Result file = pronghorn({"config", "-c", std::string(PRONGHORN_SOURCE_DIR) + "/configs/cartpole.toml"});
+  EXPECT_EQ(file.code, 0) << file.err;
+  EXPECT_EQ(file.out, builtin.out);
+}
+
+TEST(CliTest, TrainPrintConfigPrintsTheResolvedConfigWithARunName) {
+  Result r = pronghorn({"train", "--print-config", "--set", "run.name=abc"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("name = \"abc\""), std::string::npos) << r.out;
 }
 
 TEST(CliTest, ShippedConfigsAreValid) {

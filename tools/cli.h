@@ -30,6 +30,8 @@ struct Command {
 
 Command add_config_command(CLI::App& app);
 Command add_envs_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
+Command add_actor_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 
 // `bench kernels` and `bench ring`, under `bench`; each sets `run` to what it does.

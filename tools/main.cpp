@@ -47,9 +47,11 @@ int main(int argc, char** argv) {
   }, "print the version and what CUDA support this build has");
 
   const std::vector<pronghorn::cli::Command> commands = {
+      pronghorn::cli::add_train_command(app),
       pronghorn::cli::add_config_command(app),
       pronghorn::cli::add_envs_command(app),
       pronghorn::cli::add_bench_command(app),
+      pronghorn::cli::add_actor_command(app),
   };
   // Set after the subcommands exist, so they do not inherit it: leftovers
   // reach reject_leftovers() only at the top level, to be named there.

@@ -1,0 +1,151 @@
+#include "actor/actor.h"
+
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <vector>
+
+#include "buffer/process.h"
+#include "buffer/ring.h"
+#include "buffer/weight_slab.h"
+#include "core/model.h"
+#include "envs/env.h"
+
+namespace pronghorn::actor {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Per-env episode bookkeeping, to record finished episodes in the slot.
+struct EpisodeTracker {
+  std::vector<float> returns;
+  std::vector<int32_t> lengths;
+};
+
+// Samples one action per row of logits; writes actions and their log-probs.
+void sample_discrete(const at::Tensor& logits, int32_t* actions, float* log_probs) {
+  at::Tensor log_p = at::log_softmax(logits, -1);
+  at::Tensor taken = at::multinomial(log_p.exp(), 1).squeeze(-1);  // [K]
+  at::Tensor lp = log_p.gather(-1, taken.unsqueeze(-1)).squeeze(-1);
+  at::Tensor taken32 = taken.to(at::kInt);
+  std::memcpy(actions, taken32.data_ptr<int32_t>(), sizeof(int32_t) * taken32.numel());
+  std::memcpy(log_probs, lp.data_ptr<float>(), sizeof(float) * lp.numel());
+}
+
+// Gaussian: samples, clips to the env's bounds for stepping, and records the
+// unclipped sample's log-prob (what the learner recomputes).
+void sample_gaussian(const PolicyOutput& out, const envs::EnvSpec& spec, float* actions,
+                     float* env_actions, float* log_probs) {
+  at::Tensor std = out.log_std.exp();
+  at::Tensor a = out.logits + std * at::randn_like(std);
+  at::Tensor z = (a - out.logits) / std;
+  at::Tensor lp = (-0.5 * z * z - out.log_std - 0.9189385332046727).sum(-1);
+  const int64_t n = a.numel(), dims = spec.action_size;
+  std::memcpy(actions, a.contiguous().data_ptr<float>(), sizeof(float) * n);
+  std::memcpy(log_probs, lp.data_ptr<float>(), sizeof(float) * lp.numel());
+  for (int64_t i = 0; i < n; ++i) {
+    env_actions[i] = std::clamp(actions[i], spec.action_low[i % dims], spec.action_high[i % dims]);
+  }
+}
+
+}  // namespace
+
+void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
+  at::set_num_threads(static_cast<int>(o.config.actor.threads));
+  torch::manual_seed(o.config.run.seed * 7919 + o.actor_id);
+  const int64_t T = o.config.actor.unroll_length, K = o.config.env.num_envs;
+  auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + o.actor_id * 7 + 1);
+  const envs::EnvSpec& spec = env->spec();
+  auto ring = buffer::Ring::attach(o.ring, buffer::unroll_spec_for(spec, T, K));
+  PolicyNet model(model_spec_for(spec, o.config.model));
+  auto slab = buffer::WeightSlab::attach(o.slab, model->parameter_count());
+  std::vector<float> flat(model->parameter_count());
+  const buffer::SlotLayout& layout = ring->layout();
+  const size_t obs_row = spec.obs_bytes() * K;
+  const bool continuous = spec.action_kind == envs::ActionKind::kContinuous;
+  const auto obs_dtype = spec.obs_dtype == envs::Dtype::kFloat32 ? at::kFloat : at::kByte;
+  std::vector<int64_t> obs_batch_shape = {K};
+  obs_batch_shape.insert(obs_batch_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
+
+  std::vector<uint8_t> last_obs(obs_row), final_obs(obs_row);
+  std::vector<float> env_actions(continuous ? K * spec.action_size : 0);
+  std::vector<float> running_return(K, 0.0f);
+  std::vector<int32_t> running_length(K, 0);
+  env->reset(last_obs.data());
+  uint64_t version = 0;
+  torch::InferenceMode inference;
+
+  while (!stop.load()) {
+    if (o.learner_pid != 0 && !buffer::process_alive(o.learner_pid, 0)) {
+      spdlog::info("learner {} is gone; actor {} exits", o.learner_pid, o.actor_id);
+      return;
+    }
+    if (slab->version() != version) {
+      version = slab->read(flat.data());
+      model->read_flat(flat.data());
+    }
+    auto slot = ring->claim(500ms);
+    if (!slot) continue;
+    uint8_t* base = ring->slot_data(*slot);
+    uint8_t* obs = base + layout.obs.offset;
+    auto* rewards = reinterpret_cast<float*>(base + layout.rewards.offset);
+    auto* terminated = base + layout.terminated.offset;
+    auto* truncated = base + layout.truncated.offset;
+    auto* log_probs = reinterpret_cast<float*>(base + layout.behaviour_log_probs.offset);
+    auto* final_values = reinterpret_cast<float*>(base + layout.final_values.offset);
+    auto* episode_returns = reinterpret_cast<float*>(base + layout.episode_returns.offset);
+    auto* episode_lengths = reinterpret_cast<int32_t*>(base + layout.episode_lengths.offset);
+    uint32_t episodes = 0;
+    std::memcpy(obs, last_obs.data(), obs_row);  // row 0: where the last unroll left off
+    bool stopped = false;
+    for (int64_t t = 0; t < T && !stopped; ++t) {
+      at::Tensor x = at::from_blob(obs + t * obs_row, obs_batch_shape, obs_dtype);
+      PolicyOutput out = model->forward(x);
+      void* step_actions;
+      if (continuous) {
+        auto* a = reinterpret_cast<float*>(base + layout.actions.offset) + t * K * spec.action_size;
+        sample_gaussian(out, spec, a, env_actions.data(), log_probs + t * K);
+        step_actions = env_actions.data();
+      } else {
+        auto* a = reinterpret_cast<int32_t*>(base + layout.actions.offset) + t * K;
+        sample_discrete(out.logits, a, log_probs + t * K);
+        step_actions = a;
+      }
+      env->step(step_actions, {obs + (t + 1) * obs_row, rewards + t * K, terminated + t * K,
+                               truncated + t * K, final_obs.data()});
+      bool any_truncated = false;
+      for (int64_t k = 0; k < K; ++k) {
+        running_return[k] += rewards[t * K + k];
+        running_length[k] += 1;
+        any_truncated |= truncated[t * K + k] != 0;
+        if (terminated[t * K + k] || truncated[t * K + k]) {
+          episode_returns[episodes] = running_return[k];
+          episode_lengths[episodes] = running_length[k];
+          ++episodes;
+          running_return[k] = 0;
+          running_length[k] = 0;
+        }
+      }
+      // V of the final observation where a time limit cut the episode
+      // (DESIGN.md §9): the learner bootstraps from it.
+      std::memset(final_values + t * K, 0, sizeof(float) * K);
+      if (any_truncated) {
+        at::Tensor v = model->forward(at::from_blob(final_obs.data(), obs_batch_shape, obs_dtype)).value;
+        for (int64_t k = 0; k < K; ++k) {
+          if (truncated[t * K + k]) final_values[t * K + k] = v[k].item<float>();
+        }
+      }
+      stopped = stop.load();
+    }
+    if (stopped) {
+      ring->abandon(*slot);
+      return;
+    }
+    std::memcpy(last_obs.data(), obs + T * obs_row, obs_row);
+    ring->commit(*slot, {version, episodes, o.actor_id});
+  }
+}
+
+}  // namespace pronghorn::actor

@@ -1,0 +1,28 @@
+// An actor process (DESIGN.md §1): K envs stepped as a batch → policy
+// forward (inference mode, one intra-op thread) → sampled actions → the
+// unroll written in place into a claimed ring slot → committed with the
+// policy version it was acted with. New weights are taken from the slab
+// between unrolls.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+
+namespace pronghorn::actor {
+
+struct ActorOptions {
+  Config config;
+  std::string ring;      // shm name of the learner's ring
+  std::string slab;      // shm name of the learner's weight slab
+  uint32_t actor_id = 0;
+  int learner_pid = 0;   // the actor exits when this process is gone (0: don't watch)
+};
+
+// Runs until `stop` is set (e.g. by SIGTERM) or the learner is gone; a slot
+// being written then is abandoned, never committed half-written.
+void run_actor(const ActorOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace pronghorn::actor

@@ -1,0 +1,94 @@
+#include "core/model.h"
+
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/init.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace pronghorn {
+
+ModelSpec model_spec_for(const envs::EnvSpec& env, const ModelConfig& config) {
+  ModelSpec spec;
+  spec.obs_shape = env.obs_shape;
+  spec.pixels = config.kind == "impala_cnn" ||
+                (config.kind == "auto" && env.obs_dtype == envs::Dtype::kUInt8 &&
+                 env.obs_shape.size() == 3);
+  PRONGHORN_CHECK(!spec.pixels || env.obs_shape.size() == 3, "model.kind = \"", config.kind,
+                  "\": env ", env.name, " has no [C, H, W] image observations");
+  spec.continuous = env.action_kind == envs::ActionKind::kContinuous;
+  spec.actions = env.action_size;
+  spec.hidden = config.hidden;
+  spec.activation = config.activation;
+  return spec;
+}
+
+PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
+  PRONGHORN_CHECK(spec.actions >= 1, "model: expected at least one action");
+  torch::nn::Sequential torso;
+  int64_t width = 1;
+  if (spec.pixels) {
+    PRONGHORN_CHECK(spec.obs_shape.size() == 3, "model: pixel observations need [C, H, W]");
+    const int64_t c = spec.obs_shape[0], h = spec.obs_shape[1], w = spec.obs_shape[2];
+    torso->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c, 16, 4).stride(2)));
+    torso->push_back(torch::nn::ReLU());
+    torso->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).stride(2)));
+    torso->push_back(torch::nn::ReLU());
+    torso->push_back(torch::nn::Flatten());
+    const int64_t h1 = (h - 4) / 2 + 1, w1 = (w - 4) / 2 + 1;
+    width = 32 * ((h1 - 3) / 2 + 1) * ((w1 - 3) / 2 + 1);
+  } else {
+    for (int64_t d : spec.obs_shape) width *= d;
+  }
+  for (int64_t units : spec.hidden) {
+    torso->push_back(torch::nn::Linear(width, units));
+    if (spec.activation == "relu") torso->push_back(torch::nn::ReLU());
+    else torso->push_back(torch::nn::Tanh());
+    width = units;
+  }
+  torso_ = register_module("torso", torso);
+  policy_ = register_module("policy", torch::nn::Linear(width, spec.actions));
+  value_ = register_module("value", torch::nn::Linear(width, 1));
+  // Small initial policy weights: a near-uniform first policy explores.
+  torch::NoGradGuard no_grad;
+  policy_->weight.mul_(0.01);
+  policy_->bias.zero_();
+  if (spec.continuous) log_std_ = register_parameter("log_std", at::zeros({spec.actions}));
+}
+
+PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs) {
+  at::Tensor x = spec_.pixels ? obs.to(at::kFloat).div(255.0) : obs.reshape({obs.size(0), -1});
+  at::Tensor h = torso_->forward(x);
+  PolicyOutput out;
+  out.logits = policy_->forward(h);
+  out.value = value_->forward(h).squeeze(-1);
+  if (spec_.continuous) out.log_std = log_std_.expand_as(out.logits);
+  return out;
+}
+
+int64_t PolicyNetImpl::parameter_count() {
+  int64_t n = 0;
+  for (const at::Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+void PolicyNetImpl::write_flat(float* out) {
+  for (const at::Tensor& p : parameters()) {
+    at::Tensor c = p.detach().contiguous();
+    std::memcpy(out, c.data_ptr<float>(), sizeof(float) * c.numel());
+    out += c.numel();
+  }
+}
+
+void PolicyNetImpl::read_flat(const float* in) {
+  torch::NoGradGuard no_grad;
+  for (at::Tensor& p : parameters()) {
+    p.copy_(at::from_blob(const_cast<float*>(in), p.sizes(), at::kFloat));
+    in += p.numel();
+  }
+}
+
+}  // namespace pronghorn

@@ -1,0 +1,62 @@
+// The policy-and-value network, one class for actors and the learner (same
+// parameters in the same order, so weights travel as one flat float32
+// vector through the weight slab). DESIGN.md §3.
+//   vector observations → MLP (model.hidden, model.activation)
+//   image observations (uint8 [C, H, W]) → a small conv torso, then the MLP
+// Heads: categorical logits [N, A], or Gaussian mean [N, D] with a learned
+// state-independent log-std [D]; value [N].
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "envs/env.h"
+
+namespace pronghorn {
+
+struct ModelSpec {
+  std::vector<int64_t> obs_shape;  // one observation
+  bool pixels = false;             // uint8 images, scaled to [0, 1]
+  int64_t actions = 0;             // categorical: number of actions; Gaussian: dims
+  bool continuous = false;
+  std::vector<int64_t> hidden = {64, 64};
+  std::string activation = "tanh";
+};
+
+// The model an env needs: its observation and action spaces, and the config.
+ModelSpec model_spec_for(const envs::EnvSpec& env, const ModelConfig& config);
+
+struct PolicyOutput {
+  at::Tensor logits;   // [N, A] categorical, or the Gaussian mean [N, D]
+  at::Tensor log_std;  // [N, D] Gaussian only (the learned vector, expanded)
+  at::Tensor value;    // [N]
+};
+
+class PolicyNetImpl : public torch::nn::Module {
+ public:
+  explicit PolicyNetImpl(const ModelSpec& spec);
+
+  // obs: [N, obs...] float32, or uint8 for pixels.
+  PolicyOutput forward(const at::Tensor& obs);
+
+  const ModelSpec& spec() const { return spec_; }
+  int64_t parameter_count();
+  // All parameters as one flat vector, in registration order.
+  void write_flat(float* out);
+  void read_flat(const float* in);
+
+ private:
+  ModelSpec spec_;
+  torch::nn::Sequential torso_{nullptr};
+  torch::nn::Linear policy_{nullptr};
+  torch::nn::Linear value_{nullptr};
+  at::Tensor log_std_;
+};
+TORCH_MODULE(PolicyNet);
+
+}  // namespace pronghorn

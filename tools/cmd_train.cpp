@@ -1,0 +1,113 @@
+// `pronghorn train`: one whole job on this machine — a learner that spawns and
+// supervises the actors (DESIGN.md §2) — writing its run directory:
+// config.toml, metrics.jsonl, train.log. Ctrl-C stops it cleanly.
+// `pronghorn actor` is the actor process the learner starts (not for users).
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "actor/actor.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "learner/learner.h"
+#include "tools/cli.h"
+
+namespace pronghorn::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+std::string default_run_name() {
+  std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return text;
+}
+
+struct TrainArgs {
+  ConfigArgs config;
+  std::string run_dir;
+  bool print_config = false;
+};
+
+void run_train(const TrainArgs& args) {
+  Config config = args.config.load();
+  if (config.run.name.empty()) config.run.name = default_run_name();
+  if (args.print_config) {
+    std::cout << to_toml(config);
+    return;
+  }
+  const std::string dir =
+      args.run_dir.empty() ? config.run.dir + "/" + config.run.name : args.run_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  PRONGHORN_CHECK(!ec, "run directory ", dir, ": ", ec.message());
+  std::ofstream(dir + "/config.toml") << to_toml(config);
+  add_log_file(dir + "/train.log");
+  install_stop_handlers();
+  learner::TrainResult r = learner::train({config, dir, ""}, g_stop);
+  if (r.reached_target) {
+    std::cout << fmt::format(
+        "solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} s and {} env "
+        "steps; run directory {}\n",
+        r.return_mean, config.run.target_return, r.seconds, r.env_steps, dir);
+  } else {
+    std::cout << fmt::format("stopped after {:.1f} s and {} env steps, mean return {:.1f}; run "
+                             "directory {}\n",
+                             r.seconds, r.env_steps, r.return_mean, dir);
+  }
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* command = app.add_subcommand(
+      "train", "Train on this machine: a learner and its actor processes (Ctrl-C stops)");
+  add_config_options(command, args->config);
+  command->add_option("--run-dir", args->run_dir, "run directory (default: <run.dir>/<run.name>)");
+  command->add_flag("--print-config", args->print_config, "print the resolved config and exit");
+  return {command, [args] { run_train(*args); }};
+}
+
+Command add_actor_command(CLI::App& app) {
+  struct ActorArgs {
+    std::string config, ring, slab;
+    uint32_t id = 0;
+    int learner_pid = 0;
+  };
+  auto args = std::make_shared<ActorArgs>();
+  CLI::App* command = app.add_subcommand("actor", "An actor process, started by the learner");
+  command->group("");  // internal: not listed in --help
+  command->add_option("--config", args->config, "the run's config.toml")->required();
+  command->add_option("--ring", args->ring, "shm name of the ring")->required();
+  command->add_option("--slab", args->slab, "shm name of the weight slab")->required();
+  command->add_option("--actor-id", args->id, "this actor's index")->required();
+  command->add_option("--learner-pid", args->learner_pid, "exit when this process is gone");
+  return {command, [args] {
+            init_logging("actor" + std::to_string(args->id), "info");
+            install_stop_handlers();
+            actor::run_actor({load_config(args->config, {}), args->ring, args->slab, args->id,
+                              args->learner_pid},
+                             g_stop);
+          }};
+}
+
+}  // namespace pronghorn::cli
