@@ -1,0 +1,121 @@
+// `pronghorn train` end to end, as real processes: it learns CartPole, loses
+// no unroll, survives a killed actor, and leaves nothing behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+
+pid_t start_train(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {PRONGHORN_BIN, "--log-level", "warn", "train"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, PRONGHORN_BIN, nullptr, nullptr, argv.data(), environ), 0);
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The value of "key" in the last line of metrics.jsonl, or -1.
+double last_metric(const std::string& dir, const std::string& key) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const size_t at = last.find("\"" + key + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::stod(last.substr(at + key.size() + 4));
+}
+
+std::vector<std::string> leftover_segments(const std::string& run_name) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename();
+    if (name.rfind("pronghorn-" + run_name + "-", 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  pid_t child;
+  while (in >> child) out.push_back(child);
+  return out;
+}
+
+struct TrainRun {
+  std::string name = "train-test-" + std::to_string(getpid()) + "-" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::string dir = ::testing::TempDir() + "/" + name;
+};
+
+TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
+  TrainRun run;
+  pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
+                           "run.target_return=150", "--set", "run.total_steps=30000000",
+                           "--set", "run.report_interval_s=0.2"});
+  EXPECT_EQ(wait_exit(pid), 0);
+  // A random policy averages about 22; the run stopped because it reached 150.
+  EXPECT_GE(last_metric(run.dir, "episode_return_mean"), 150.0);
+  const double committed = last_metric(run.dir, "unrolls_committed");
+  const double consumed = last_metric(run.dir, "unrolls_consumed");
+  const double dropped = last_metric(run.dir, "unrolls_dropped_stale");
+  const double waiting = last_metric(run.dir, "ring_occupancy");
+  EXPECT_GT(consumed, 10);
+  EXPECT_EQ(committed, consumed + dropped + waiting) << "nothing lost, nothing twice";
+  EXPECT_EQ(last_metric(run.dir, "env_steps"),
+            consumed * 16 * 64) << "every trained step came from a consumed unroll";
+  EXPECT_TRUE(std::filesystem::exists(run.dir + "/config.toml"));
+  EXPECT_TRUE(std::filesystem::exists(run.dir + "/train.log"));
+  EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
+TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
+  TrainRun run;
+  pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
+                           "run.target_return=0", "--set", "run.total_steps=1000000000",
+                           "--set", "run.report_interval_s=0.2"});
+  auto wait_for = [&](const std::function<bool()>& ready) {
+    for (int i = 0; i < 300 && !ready(); ++i) std::this_thread::sleep_for(100ms);
+    return ready();
+  };
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
+  std::vector<pid_t> actors = children_of(pid);
+  ASSERT_EQ(actors.size(), 1u);
+  ASSERT_EQ(kill(actors[0], SIGKILL), 0);
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "actor_restarts") >= 1; }));
+  const double steps_after_restart = last_metric(run.dir, "env_steps");
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > steps_after_restart + 1e5; }))
+      << "training goes on with the restarted actor";
+  EXPECT_EQ(last_metric(run.dir, "actors_alive"), 1);
+  std::vector<pid_t> now = children_of(pid);
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], actors[0]);
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 0);
+  EXPECT_NE(kill(now[0], 0), 0) << "the actor is gone with the learner";
+  EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
+}  // namespace
