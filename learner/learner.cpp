@@ -6,8 +6,12 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+
 #include <chrono>
 #include <deque>
+#include <filesystem>
+#include <sstream>
 #include <fstream>
 #include <numeric>
 #include <thread>
@@ -18,6 +22,9 @@
 #include "envs/env.h"
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
+#include "buffer/process.h"
+#include "core/error.h"
+#include "learner/checkpoint.h"
 #include "learner/supervisor.h"
 
 namespace pronghorn::learner {
@@ -97,6 +104,21 @@ class Trainer {
 
   PolicyNet& model() { return model_; }
 
+  std::string optimizer_state() {
+    torch::serialize::OutputArchive archive;
+    optimizer_->save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    return out.str();
+  }
+
+  void load_optimizer_state(const std::string& state) {
+    torch::serialize::InputArchive archive;
+    std::istringstream in(state);
+    archive.load_from(in);
+    optimizer_->load(archive);
+  }
+
   StepStats learn(const Batch& b, double progress) {
     const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
     PolicyOutput out = model_->forward(b.obs.flatten(0, 1));  // [(T+1)·N, obs...]
@@ -170,6 +192,22 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 
+// Removes shared memory left by an earlier learner of this run that died
+// (names carry the learner's pid: /pronghorn-<run>-<pid>-ring|slab).
+void remove_stale_segments(const std::string& run) {
+  const std::string prefix = "pronghorn-" + run + "-";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const int pid = std::atoi(name.c_str() + prefix.size());
+    if (pid > 0 && !buffer::process_alive(pid, 0)) {
+      spdlog::info("removing stale shared memory /{} of a dead learner", name);
+      shm_unlink(("/" + name).c_str());
+    }
+  }
+}
+
 int actor_count(const Config& c) {
   if (c.actor.count > 0) return static_cast<int>(c.actor.count);
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -188,6 +226,7 @@ TrainResult train(const TrainOptions& o, const std::atomic<bool>& stop) {
     one.num_envs = 1;
     return one;
   }(), 0)->spec();
+  remove_stale_segments(c.run.name);
   const std::string id = fmt::format("{}-{}", c.run.name, getpid());
   const std::string ring_name = "/pronghorn-" + id + "-ring";
   const std::string slab_name = "/pronghorn-" + id + "-slab";
@@ -196,8 +235,44 @@ TrainResult train(const TrainOptions& o, const std::atomic<bool>& stop) {
   Trainer trainer(c, spec);
   auto slab = buffer::WeightSlab::create(slab_name, trainer.model()->parameter_count());
   std::vector<float> flat(trainer.model()->parameter_count());
+  TrainResult result;
+  uint64_t episodes = 0;
+  const std::string checkpoints = o.run_dir + "/checkpoints";
+  if (o.resume) {
+    std::string path;
+    std::optional<Checkpoint> ckpt = load_newest_checkpoint(checkpoints, &path);
+    PRONGHORN_CHECK(ckpt.has_value(), "resume: no valid checkpoint in ", checkpoints);
+    PRONGHORN_CHECK(ckpt->parameters.size() == flat.size(), "resume: checkpoint ", path, " holds ",
+                    ckpt->parameters.size(), " parameters, the model has ", flat.size());
+    trainer.model()->read_flat(ckpt->parameters.data());
+    trainer.load_optimizer_state(ckpt->optimizer);
+    if (!ckpt->rng.empty()) {
+      at::Tensor state = at::empty({static_cast<int64_t>(ckpt->rng.size())}, at::kByte);
+      std::memcpy(state.data_ptr<uint8_t>(), ckpt->rng.data(), ckpt->rng.size());
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      generator.set_state(state);
+    }
+    result.env_steps = ckpt->env_steps;
+    result.learner_steps = ckpt->learner_steps;
+    episodes = ckpt->episodes;
+    slab->set_version(ckpt->policy_version);
+    spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", path,
+                 result.env_steps, result.learner_steps, ckpt->policy_version);
+  }
   trainer.model()->write_flat(flat.data());
   uint64_t version = slab->publish(flat.data());
+  auto checkpoint = [&] {
+    Checkpoint ck;
+    ck.env_steps = result.env_steps;
+    ck.learner_steps = result.learner_steps;
+    ck.episodes = episodes;
+    ck.policy_version = version;
+    ck.parameters = flat;
+    ck.optimizer = trainer.optimizer_state();
+    at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
+    ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
+    return save_checkpoint(checkpoints, ck, static_cast<int>(c.run.keep_checkpoints));
+  };
 
   const int actors = actor_count(c);
   Supervisor supervisor({"actor", "--ring", ring_name, "--slab", slab_name, "--config",
@@ -208,11 +283,10 @@ TrainResult train(const TrainOptions& o, const std::atomic<bool>& stop) {
 
   std::ofstream metrics(o.run_dir + "/metrics.jsonl", std::ios::app);
   std::deque<float> recent;  // returns of the last 100 episodes
-  TrainResult result;
-  uint64_t episodes = 0, lag_sum = 0, lag_max = 0, unrolls = 0;
+  uint64_t lag_sum = 0, lag_max = 0, unrolls = 0;
   const auto start = Clock::now();
-  auto last_report = start;
-  uint64_t steps_at_report = 0;
+  auto last_report = start, last_checkpoint = start;
+  uint64_t steps_at_report = result.env_steps;
   StepStats last;
   auto mean_return = [&] {
     return recent.empty() ? 0.0 : std::accumulate(recent.begin(), recent.end(), 0.0) / recent.size();
@@ -250,14 +324,15 @@ TrainResult train(const TrainOptions& o, const std::atomic<bool>& stop) {
       float lo = recent.empty() ? 0 : *std::min_element(recent.begin(), recent.end());
       float hi = recent.empty() ? 0 : *std::max_element(recent.begin(), recent.end());
       metrics << fmt::format(
-          "{{\"time_s\": {:.3f}, \"env_steps\": {}, \"learner_steps\": {}, \"sps\": {:.0f}, "
+          "{{\"time_s\": {:.3f}, \"env_steps\": {}, \"learner_steps\": {}, "
+          "\"policy_version\": {}, \"sps\": {:.0f}, "
           "\"episodes\": {}, \"episode_return_mean\": {:.3f}, \"episode_return_min\": {:.3f}, "
           "\"episode_return_max\": {:.3f}, \"loss_total\": {:.6f}, \"loss_policy\": {:.6f}, "
           "\"loss_value\": {:.6f}, \"entropy\": {:.6f}, \"grad_norm\": {:.6f}, "
           "\"policy_lag_mean\": {:.3f}, \"policy_lag_max\": {}, \"ring_occupancy\": {}, "
           "\"unrolls_committed\": {}, \"unrolls_consumed\": {}, \"unrolls_dropped_stale\": {}, "
           "\"slots_reclaimed\": {}, \"actors_alive\": {}, \"actor_restarts\": {}}}\n",
-          elapsed, result.env_steps, result.learner_steps, sps, episodes, mean_return(), lo, hi,
+          elapsed, result.env_steps, result.learner_steps, version, sps, episodes, mean_return(), lo, hi,
           last.total, last.policy, last.value, last.entropy, last.grad_norm,
           unrolls ? static_cast<double>(lag_sum) / unrolls : 0.0, lag_max, rc.ready,
           rc.committed, rc.consumed, rc.dropped_stale, rc.reclaimed, supervisor.alive(),
@@ -269,11 +344,17 @@ TrainResult train(const TrainOptions& o, const std::atomic<bool>& stop) {
       last_report = now;
       steps_at_report = result.env_steps;
     }
+    if (c.run.checkpoint_interval_s > 0 &&
+        std::chrono::duration<double>(now - last_checkpoint).count() >= c.run.checkpoint_interval_s) {
+      checkpoint();
+      last_checkpoint = now;
+    }
     if (done) {
       result.reached_target = target;
       break;
     }
   }
+  if (result.learner_steps > 0) spdlog::info("checkpoint {}", checkpoint());
   std::fprintf(stderr, "\n");
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.return_mean = mean_return();

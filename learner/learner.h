@@ -2,7 +2,8 @@
 // [T+1, B·K] tensors → model forward → V-trace (or GAE) → fused loss →
 // backward → clip → optimizer → publish weights to the slab → release.
 // train() runs it with the supervisor of this node's actors, reports
-// metrics and stops at run.total_steps or run.target_return.
+// metrics, checkpoints every run.checkpoint_interval_s and at a clean stop,
+// and stops at run.total_steps or run.target_return.
 #pragma once
 
 #include <atomic>
@@ -15,11 +16,11 @@ namespace pronghorn::learner {
 struct TrainOptions {
   Config config;
   std::string run_dir;  // exists; config.toml is written there first
-  std::string self;     // how actors are started: this binary's `actor` subcommand
+  bool resume = false;  // continue from the newest valid checkpoint in run_dir/checkpoints
 };
 
 struct TrainResult {
-  uint64_t env_steps = 0;       // trained on
+  uint64_t env_steps = 0;       // trained on (since the run began, across resumes)
   uint64_t learner_steps = 0;
   double seconds = 0;
   double return_mean = 0;       // over the last 100 episodes

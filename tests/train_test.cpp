@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -115,6 +116,66 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 0);
   EXPECT_NE(kill(now[0], 0), 0) << "the actor is gone with the learner";
+  EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
+TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
+  TrainRun run;
+  auto wait_for = [&](const std::function<bool()>& ready) {
+    for (int i = 0; i < 300 && !ready(); ++i) std::this_thread::sleep_for(100ms);
+    return ready();
+  };
+  pid_t first = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
+                             "run.target_return=0", "--set", "run.total_steps=1000000000",
+                             "--set", "run.report_interval_s=0.2", "--set",
+                             "run.checkpoint_interval_s=0.3"});
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "episode_return_mean") > 60; }))
+      << "learning before the kill";
+  ASSERT_TRUE(wait_for([&] {
+    return std::filesystem::exists(run.dir + "/checkpoints") &&
+           !std::filesystem::is_empty(run.dir + "/checkpoints");
+  }));
+  std::this_thread::sleep_for(400ms);
+  std::vector<pid_t> actors = children_of(first);
+  kill(first, SIGKILL);
+  EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
+  const double steps_at_kill = last_metric(run.dir, "env_steps");
+  const double version_at_kill = last_metric(run.dir, "policy_version");
+  for (pid_t actor : actors) {  // orphaned actors notice the learner is gone and exit
+    EXPECT_TRUE(wait_for([&] { return kill(actor, 0) != 0; })) << "actor " << actor;
+  }
+  EXPECT_FALSE(leftover_segments(run.name).empty()) << "a killed learner cannot clean up";
+
+  pid_t second = start_train({"--resume", run.dir, "--set", "run.checkpoint_interval_s=0.3"});
+  // The resumed run's first report continues the counters, never restarts them.
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > steps_at_kill; }));
+  std::ifstream in(run.dir + "/metrics.jsonl");
+  std::string line;
+  double previous_version = 0, resumed_steps = -1, resumed_version = -1;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  // Find the first line written by the resumed learner: its time_s restarts near 0.
+  for (size_t i = 1; i < lines.size(); ++i) {
+    auto value = [&](const std::string& l, const std::string& key) {
+      return std::stod(l.substr(l.find("\"" + key + "\": ") + key.size() + 4));
+    };
+    if (value(lines[i], "time_s") < value(lines[i - 1], "time_s")) {
+      resumed_steps = value(lines[i], "env_steps");
+      resumed_version = value(lines[i], "policy_version");
+      previous_version = value(lines[i - 1], "policy_version");
+      break;
+    }
+  }
+  ASSERT_GE(resumed_steps, 0) << "no line from the resumed learner";
+  EXPECT_GT(resumed_steps, 0.5 * steps_at_kill) << "counters continue from the checkpoint";
+  EXPECT_GT(resumed_version, 0.5 * version_at_kill);
+  EXPECT_GT(previous_version, 0);
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "episode_return_mean") > 60; }))
+      << "the resumed run keeps learning";
+  EXPECT_TRUE(wait_for([&] { return leftover_segments(run.name).size() == 2; }))
+      << "the dead learner's segments were removed; only the live ring and slab remain";
+  kill(second, SIGTERM);
+  EXPECT_EQ(wait_exit(second), 0);
   EXPECT_TRUE(leftover_segments(run.name).empty());
 }
 

@@ -44,25 +44,30 @@ std::string default_run_name() {
 struct TrainArgs {
   ConfigArgs config;
   std::string run_dir;
+  std::string resume;
   bool print_config = false;
 };
 
 void run_train(const TrainArgs& args) {
-  Config config = args.config.load();
+  // --resume DIR: the run's own resolved config, then any --set on top.
+  Config config = args.resume.empty()
+                      ? args.config.load()
+                      : load_config(args.resume + "/config.toml", args.config.overrides);
   if (config.run.name.empty()) config.run.name = default_run_name();
   if (args.print_config) {
     std::cout << to_toml(config);
     return;
   }
-  const std::string dir =
-      args.run_dir.empty() ? config.run.dir + "/" + config.run.name : args.run_dir;
+  const std::string dir = !args.resume.empty()   ? args.resume
+                          : !args.run_dir.empty() ? args.run_dir
+                                                  : config.run.dir + "/" + config.run.name;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   PRONGHORN_CHECK(!ec, "run directory ", dir, ": ", ec.message());
   std::ofstream(dir + "/config.toml") << to_toml(config);
   add_log_file(dir + "/train.log");
   install_stop_handlers();
-  learner::TrainResult r = learner::train({config, dir, ""}, g_stop);
+  learner::TrainResult r = learner::train({config, dir, !args.resume.empty()}, g_stop);
   if (r.reached_target) {
     std::cout << fmt::format(
         "solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} s and {} env "
@@ -83,6 +88,9 @@ Command add_train_command(CLI::App& app) {
       "train", "Train on this machine: a learner and its actor processes (Ctrl-C stops)");
   add_config_options(command, args->config);
   command->add_option("--run-dir", args->run_dir, "run directory (default: <run.dir>/<run.name>)");
+  command->add_option("--resume", args->resume,
+                      "continue the run in this directory from its newest valid checkpoint")
+      ->check(CLI::ExistingDirectory);
   command->add_flag("--print-config", args->print_config, "print the resolved config and exit");
   return {command, [args] { run_train(*args); }};
 }
