@@ -25,6 +25,7 @@
 #include "buffer/process.h"
 #include "core/error.h"
 #include "learner/checkpoint.h"
+#include "learner/curves.h"
 #include "learner/supervisor.h"
 
 namespace pronghorn::learner {
@@ -283,6 +284,7 @@ TrainResult train(const TrainOptions& o, const std::atomic<bool>& stop) {
 
   std::ofstream metrics(o.run_dir + "/metrics.jsonl", std::ios::app);
   std::deque<float> recent;  // returns of the last 100 episodes
+  std::vector<CurvePoint> curve;
   uint64_t lag_sum = 0, lag_max = 0, unrolls = 0;
   const auto start = Clock::now();
   auto last_report = start, last_checkpoint = start;
@@ -338,6 +340,10 @@ TrainResult train(const TrainOptions& o, const std::atomic<bool>& stop) {
           rc.committed, rc.consumed, rc.dropped_stale, rc.reclaimed, supervisor.alive(),
           supervisor.restarts());
       metrics.flush();
+      if (!recent.empty()) {
+        curve.push_back({static_cast<double>(result.env_steps), elapsed, mean_return()});
+        write_curves_svg(o.run_dir + "/curves.svg", c.run.name + " on " + spec.name, curve);
+      }
       std::fprintf(stderr, "\r%8.1fs  %10llu steps  %7.0f SPS  %6llu episodes  return %7.1f   ",
                    elapsed, static_cast<unsigned long long>(result.env_steps), sps,
                    static_cast<unsigned long long>(episodes), mean_return());
