@@ -144,6 +144,14 @@ std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int 
   return path;
 }
 
+Checkpoint load_checkpoint(const std::string& path) {
+  PRONGHORN_CHECK(fs::is_regular_file(path), "checkpoint ", path, ": no such file");
+  std::string why;
+  std::optional<Checkpoint> c = read_checkpoint(path, &why);
+  PRONGHORN_CHECK(c.has_value(), "checkpoint ", path, ": ", why);
+  return *c;
+}
+
 std::optional<Checkpoint> load_newest_checkpoint(const std::string& folder, std::string* path) {
   for (const fs::path& p : checkpoints_newest_first(folder)) {
     std::string why;

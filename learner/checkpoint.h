@@ -26,6 +26,9 @@ struct Checkpoint {
 // Writes `checkpoint` into `folder` (created if missing); returns its path.
 std::string save_checkpoint(const std::string& folder, const Checkpoint& checkpoint, int keep);
 
+// The checkpoint at `path`; throws Error naming the file and what is wrong.
+Checkpoint load_checkpoint(const std::string& path);
+
 // The newest valid checkpoint in `folder`, or nothing when there is none.
 std::optional<Checkpoint> load_newest_checkpoint(const std::string& folder,
                                                  std::string* path = nullptr);

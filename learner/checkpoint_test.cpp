@@ -72,6 +72,19 @@ TEST(CheckpointTest, CorruptAndTruncatedFilesAreSkippedForTheNewestValidOne) {
   EXPECT_EQ(c->learner_steps, 1u);
 }
 
+TEST(CheckpointTest, LoadingOneFileNamesWhatIsWrong) {
+  const std::string dir = fresh_folder("one");
+  const std::string path = save_checkpoint(dir, sample(4), 3);
+  EXPECT_EQ(load_checkpoint(path).learner_steps, 4u);
+  fs::resize_file(path, 30);
+  try {
+    load_checkpoint(path);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": truncated"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CheckpointTest, NoCheckpointIsNothing) {
   EXPECT_FALSE(load_newest_checkpoint(fresh_folder("empty")));
 }

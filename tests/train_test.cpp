@@ -89,7 +89,24 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
             consumed * 16 * 64) << "every trained step came from a consumed unroll";
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/config.toml"));
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/train.log"));
+  EXPECT_TRUE(std::filesystem::exists(run.dir + "/curves.svg"));
   EXPECT_TRUE(leftover_segments(run.name).empty());
+
+  // The checkpoint written at the clean stop holds the trained policy.
+  std::string checkpoint;
+  for (const auto& e : std::filesystem::directory_iterator(run.dir + "/checkpoints")) {
+    checkpoint = e.path().string();
+  }
+  ASSERT_FALSE(checkpoint.empty());
+  const std::string out = ::testing::TempDir() + "/eval-" + run.name + ".txt";
+  const std::string command = std::string(PRONGHORN_BIN) + " eval --checkpoint " + checkpoint +
+                              " --episodes 20 > " + out;
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("return mean ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(at + 12)), 60.0) << text;
 }
 
 TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {

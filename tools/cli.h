@@ -31,6 +31,7 @@ struct Command {
 Command add_config_command(CLI::App& app);
 Command add_envs_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
+Command add_eval_command(CLI::App& app);
 Command add_actor_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
 
   const std::vector<pronghorn::cli::Command> commands = {
       pronghorn::cli::add_train_command(app),
+      pronghorn::cli::add_eval_command(app),
       pronghorn::cli::add_config_command(app),
       pronghorn::cli::add_envs_command(app),
       pronghorn::cli::add_bench_command(app),
