@@ -20,7 +20,7 @@ namespace pronghorn {
 struct EnvConfig {
   std::string name = "cartpole";  // a built-in env (`pronghorn envs` lists them)
   std::string plugin;             // path of a user env library; overrides `name`
-  int64_t num_envs = 64;          // K: envs stepped as one batch by each actor
+  int64_t num_envs = 32;          // K: envs stepped as one batch by each actor
   int64_t max_episode_steps = 0;  // time limit; 0 keeps the env's own
 };
 

@@ -86,7 +86,7 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   EXPECT_GT(consumed, 10);
   EXPECT_EQ(committed, consumed + dropped + waiting) << "nothing lost, nothing twice";
   EXPECT_EQ(last_metric(run.dir, "env_steps"),
-            consumed * 16 * 64) << "every trained step came from a consumed unroll";
+            consumed * 16 * 32) << "every trained step came from a consumed unroll (T=16, K=32)";
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/config.toml"));
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/train.log"));
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/curves.svg"));
