@@ -132,9 +132,11 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       // (DESIGN.md §9): the learner bootstraps from it.
       std::memset(final_values + t * K, 0, sizeof(float) * K);
       if (any_truncated) {
-        at::Tensor v = model->forward(at::from_blob(final_obs.data(), obs_batch_shape, obs_dtype)).value;
+        at::Tensor v = model->forward(at::from_blob(final_obs.data(), obs_batch_shape, obs_dtype))
+                           .value.contiguous();
+        const float* value = v.data_ptr<float>();
         for (int64_t k = 0; k < K; ++k) {
-          if (truncated[t * K + k]) final_values[t * K + k] = v[k].item<float>();
+          if (truncated[t * K + k]) final_values[t * K + k] = value[k];
         }
       }
       stopped = stop.load();

@@ -69,7 +69,7 @@ struct Ring::Shared {
 namespace {
 
 size_t segment_bytes(uint32_t slots, size_t slot_bytes, size_t* data_offset) {
-  size_t headers = (sizeof(Ring::Shared) + 63) / 64 * 64 + sizeof(SlotHeader) * slots;
+  size_t headers = Ring::Shared::align64(sizeof(Ring::Shared)) + sizeof(SlotHeader) * slots;
   *data_offset = (headers + kPage - 1) / kPage * kPage;
   return *data_offset + slot_bytes * slots;
 }

@@ -3,7 +3,7 @@
 // compiler vectorises across samples; the CUDA kernel runs the same steps one
 // sample per thread (categorical_loss_sample). Gaussian: one sample at a time. Blocks are spread over
 // LibTorch's intra-op threads; the loops are multiversioned for AVX-512 and
-// AVX2 (see vtrace_cpu.cpp).
+// AVX2 (PRONGHORN_VECTOR_CLONES, kernels/hd.h).
 #include <ATen/Parallel.h>
 
 #include <array>
@@ -16,9 +16,6 @@ namespace pronghorn::kernels::cpu {
 namespace {
 
 constexpr int64_t kBlock = 128;
-
-#define PRONGHORN_VECTOR_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 // Scratch of one block, action-major ([A][kBlock]) so every vector loop is
 // unit-stride: the block's logits, then e^(z − max) (reused for p = e/sum,

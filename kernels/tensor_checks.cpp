@@ -41,7 +41,7 @@ at::Tensor checked_flags(const at::Tensor& t, const char* name, const std::vecto
   check_common(t, name, shape, device);
   PRONGHORN_CHECK(t.scalar_type() == at::kBool || t.scalar_type() == at::kByte, name,
                   ": expected dtype Bool or Byte, got ", c10::toString(t.scalar_type()));
-  return t.to(at::kByte).contiguous();
+  return t.to(at::kFloat).contiguous();
 }
 
 void* cuda_stream_for([[maybe_unused]] const at::Device& device) {

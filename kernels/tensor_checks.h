@@ -14,7 +14,8 @@ namespace pronghorn::kernels {
 at::Tensor checked(const at::Tensor& t, const char* name, at::ScalarType dtype,
                    const std::vector<int64_t>& shape, const at::Device& device);
 
-// For flags given as bool or uint8: returns them as contiguous uint8.
+// For flags given as bool or uint8: returns them as contiguous float32 0/1,
+// the form the kernels blend with.
 at::Tensor checked_flags(const at::Tensor& t, const char* name, const std::vector<int64_t>& shape,
                          const at::Device& device);
 

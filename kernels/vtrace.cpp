@@ -40,7 +40,7 @@ void prepare_common(Prepared& p, const at::Tensor& discounts, const at::Tensor& 
                   "truncation: expected both truncated and final_values, or neither");
   if (truncation.truncated.defined()) {
     // As 0/1 floats: the step blends with them (vtrace_math.h).
-    p.keep.push_back(checked_flags(truncation.truncated, "truncated", tb, p.device).to(at::kFloat));
+    p.keep.push_back(checked_flags(truncation.truncated, "truncated", tb, p.device));
     p.raw.truncated = p.keep.back().data_ptr<float>();
     p.raw.final_values = keep_float(p, truncation.final_values, "final_values", tb);
   }

@@ -81,12 +81,7 @@ inline __attribute__((always_inline)) bool scan_block(const AdvantageInputs& in,
   return true;
 }
 
-// The block loop compiled for several vector widths; the loader picks the
-// widest this CPU has (GCC function multiversioning), so one binary runs
-// everywhere and still uses AVX-512 or AVX2 where present.
-#define PRONGHORN_VECTOR_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-
+// The block loop, multiversioned (kernels/hd.h).
 PRONGHORN_VECTOR_CLONES bool scan_blocks(const AdvantageInputs& in, const VtraceParams& params,
                                          bool gae, int64_t first, int64_t last,
                                          const AdvantageOutputs& out) {

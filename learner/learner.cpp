@@ -91,7 +91,16 @@ struct StepStats {
 class Trainer {
  public:
   explicit Trainer(const Config& c, const envs::EnvSpec& spec)
-      : c_(c), spec_(spec), model_(model_spec_for(spec, c.model)) {
+      : c_(c), model_(model_spec_for(spec, c.model)),
+        continuous_(spec.action_kind == envs::ActionKind::kContinuous),
+        use_gae_(c.loss.kind == "ppo" && c.loss.advantages == "gae") {
+    vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
+                      static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
+    loss_options_.kind = c.loss.kind == "ppo" ? kernels::LossKind::kPpo : kernels::LossKind::kImpala;
+    loss_options_.baseline_cost = static_cast<float>(c.loss.baseline_cost);
+    loss_options_.entropy_cost = static_cast<float>(c.loss.entropy_cost);
+    loss_options_.ppo_clip = static_cast<float>(c.loss.ppo_clip);
+    loss_options_.mean_reduction = c.loss.reduction == "mean";
     const double lr = c.learner.learning_rate;
     if (c.learner.optimizer == "rmsprop") {
       optimizer_ = std::make_unique<torch::optim::RMSprop>(
@@ -128,29 +137,22 @@ class Trainer {
     at::Tensor head = logits.slice(0, 0, T);
     at::Tensor v = values.slice(0, 0, T);
     const kernels::Truncation truncation{b.truncated, b.final_values};
-    kernels::VtraceParams vp{static_cast<float>(c_.loss.rho_bar), static_cast<float>(c_.loss.c_bar),
-                             static_cast<float>(c_.loss.rho_pg_bar),
-                             static_cast<float>(c_.loss.gae_lambda)};
-    kernels::LossOptions lo;
-    lo.kind = c_.loss.kind == "ppo" ? kernels::LossKind::kPpo : kernels::LossKind::kImpala;
-    lo.baseline_cost = static_cast<float>(c_.loss.baseline_cost);
-    lo.entropy_cost = static_cast<float>(c_.loss.entropy_cost);
-    lo.ppo_clip = static_cast<float>(c_.loss.ppo_clip);
-    lo.mean_reduction = c_.loss.reduction == "mean";
-    const bool continuous = spec_.action_kind == envs::ActionKind::kContinuous;
+    const kernels::VtraceParams& vp = vtrace_params_;
+    // Gaussian heads: the log-std of steps 0 … T−1, [T, N, D].
+    at::Tensor log_std =
+        continuous_ ? out.log_std.view({T + 1, N, -1}).slice(0, 0, T) : at::Tensor();
     at::Tensor advantages, targets;
     {
       at::NoGradGuard no_grad;
       at::Tensor bootstrap = values[T].detach();
-      if (continuous) {
-        at::Tensor log_std = out.log_std.view({T + 1, N, -1}).slice(0, 0, T);
+      if (continuous_) {
         at::Tensor z = (b.actions - head) / log_std.exp();
         at::Tensor log_pi = (-0.5 * z * z - log_std - 0.9189385332046727).sum(-1);
         at::Tensor log_rhos = (log_pi - b.behaviour_log_probs).detach();
         auto r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v.detach(),
                                                bootstrap, vp, truncation);
         advantages = r.pg_advantages, targets = r.vs;
-      } else if (c_.loss.advantages == "gae" && lo.kind == kernels::LossKind::kPpo) {
+      } else if (use_gae_) {
         auto r = kernels::gae_from_logits(head.detach(), b.actions, b.behaviour_log_probs,
                                           b.discounts, b.rewards, v.detach(), bootstrap, vp,
                                           truncation);
@@ -163,11 +165,10 @@ class Trainer {
       }
     }
     kernels::LossResult loss =
-        continuous ? kernels::gaussian_loss(head, out.log_std.view({T + 1, N, -1}).slice(0, 0, T),
-                                            v, b.actions, b.behaviour_log_probs, advantages,
-                                            targets, lo)
-                   : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs,
-                                               advantages, targets, lo);
+        continuous_ ? kernels::gaussian_loss(head, log_std, v, b.actions, b.behaviour_log_probs,
+                                             advantages, targets, loss_options_)
+                    : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs,
+                                                advantages, targets, loss_options_);
     optimizer_->zero_grad();
     loss.total.backward();
     StepStats s;
@@ -188,8 +189,11 @@ class Trainer {
 
  private:
   Config c_;
-  envs::EnvSpec spec_;
   PolicyNet model_;
+  bool continuous_;  // Gaussian head
+  bool use_gae_;     // PPO on GAE(λ) advantages instead of V-trace
+  kernels::VtraceParams vtrace_params_;
+  kernels::LossOptions loss_options_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 
