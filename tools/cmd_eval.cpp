@@ -1,6 +1,8 @@
 // `pronghorn eval --checkpoint PATH --episodes N`: runs the checkpoint's
 // policy (from its run's config.toml) for N episodes and prints return
 // statistics. Sampled actions by default, the most likely with --greedy.
+// Each env contributes only its first episode: taking whichever episodes of
+// K parallel envs end first would favour the short ones.
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -50,6 +52,8 @@ void run_eval(const EvalArgs& args) {
   std::vector<uint8_t> terminated(k), truncated(k);
   std::vector<int32_t> discrete_actions(k);
   std::vector<double> running(k, 0.0), returns;
+  std::vector<uint8_t> counted(k, 0);  // this env's first episode is already in `returns`
+  int64_t counted_this_round = 0;
   std::vector<int64_t> shape = {k};
   shape.insert(shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
   const auto dtype = spec.obs_dtype == envs::Dtype::kFloat32 ? at::kFloat : at::kByte;
@@ -77,10 +81,17 @@ void run_eval(const EvalArgs& args) {
     env->step(actions, {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
     for (int64_t i = 0; i < k; ++i) {
       running[i] += rewards[i];
-      if (terminated[i] || truncated[i]) {
+      if ((terminated[i] || truncated[i]) && !counted[i]) {
         returns.push_back(running[i]);
-        running[i] = 0;
+        counted[i] = 1;
+        ++counted_this_round;
       }
+    }
+    if (counted_this_round == k) {  // every env gave one episode: a fresh round of first episodes
+      std::fill(counted.begin(), counted.end(), 0);
+      std::fill(running.begin(), running.end(), 0.0);
+      counted_this_round = 0;
+      env->reset(obs.data());
     }
   }
   returns.resize(args.episodes);
