@@ -2,6 +2,7 @@
 // config_schema.cpp.
 #include "core/config.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -195,6 +196,22 @@ void check_ranges(Config& config) {
   }
 }
 
+}  // namespace
+
+bool is_loopback_address(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return host == "localhost";
+}
+
+namespace {
+
 void check_address(const std::string& key, const std::string& address) {
   size_t colon = address.rfind(':');
   bool ok = colon != std::string::npos && colon > 0 && colon + 1 < address.size();
@@ -203,9 +220,9 @@ void check_address(const std::string& key, const std::string& address) {
     ok = std::isdigit(static_cast<unsigned char>(address[i])) && port <= 65535;
     port = port * 10 + (address[i] - '0');
   }
-  if (!ok || port < 1 || port > 65535) {
-    fail(fmt::format("{} = {}: expected HOST:PORT with a port in [1, 65535]", key,
-                     quoted(address)));
+  if (!ok || port > 65535) {
+    fail(fmt::format("{} = {}: expected HOST:PORT with a port in [0, 65535] (0: any free port)",
+                     key, quoted(address)));
   }
 }
 
@@ -228,6 +245,11 @@ void check_combinations(const Config& c) {
     fail("server.tls_client_ca: expected server.tls_cert and server.tls_key to be set too");
   }
   check_address("server.address", c.server.address);
+  if (!is_loopback_address(c.server.address) && c.server.token_file.empty()) {
+    fail(fmt::format("server.address = {}: a non-loopback address needs server.token_file set, "
+                     "so no one on the network can steer the job with a token they can read",
+                     quoted(c.server.address)));
+  }
   bool name_ok = std::all_of(c.run.name.begin(), c.run.name.end(), [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
   });

@@ -76,12 +76,12 @@ struct RunConfig {
 };
 
 struct ServerConfig {
-  std::string address = "127.0.0.1:7453";  // gRPC control plane
+  std::string address = "127.0.0.1:7453";  // gRPC control plane; port 0 = any free port
   std::string token_file;                  // empty: generated into the run directory
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;  // set: clients must present a certificate it signed
-  int64_t metrics_port = 7454;  // Prometheus /metrics on loopback; 0 = off
+  int64_t metrics_port = 7454;  // Prometheus /metrics on loopback; 0 = any free port, -1 = off
 };
 
 struct Config {
@@ -105,6 +105,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
 
 // Throws UsageError unless every value is in range and the combination holds.
 void validate(const Config& config);
+
+// Whether HOST:PORT names this machine only (127.0.0.0/8, ::1, localhost).
+bool is_loopback_address(const std::string& host_port);
 
 // The resolved config as TOML that load_config() reads back to an equal Config.
 std::string to_toml(const Config& config);

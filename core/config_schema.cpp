@@ -53,12 +53,12 @@ std::vector<Field> fields(Config& c) {
       {"run", "keep_checkpoints", &c.run.keep_checkpoints, 1, 1000, {}, "newest checkpoints kept"},
       {"run", "report_interval_s", &c.run.report_interval_s, 0.01, 3600, {}, "seconds between metrics lines"},
 
-      {"server", "address", &c.server.address, 0, 0, {}, "gRPC control plane HOST:PORT"},
+      {"server", "address", &c.server.address, 0, 0, {}, "gRPC control plane HOST:PORT; port 0 = any free port (the run dir's server.address names it)"},
       {"server", "token_file", &c.server.token_file, 0, 0, {}, "bearer token for mutating calls; empty = generated in the run dir"},
       {"server", "tls_cert", &c.server.tls_cert, 0, 0, {}, "PEM server certificate; empty = no TLS"},
       {"server", "tls_key", &c.server.tls_key, 0, 0, {}, "PEM private key of tls_cert"},
       {"server", "tls_client_ca", &c.server.tls_client_ca, 0, 0, {}, "PEM CA; set = clients need a certificate it signed"},
-      {"server", "metrics_port", &c.server.metrics_port, 0, 65535, {}, "Prometheus /metrics port on loopback; 0 = off"},
+      {"server", "metrics_port", &c.server.metrics_port, -1, 65535, {}, "Prometheus /metrics port on 127.0.0.1; 0 = any free port, -1 = off"},
   };
 }
 

@@ -128,6 +128,21 @@ TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
                {"server.address = \"localhost\"", "HOST:PORT"});
   expect_names(error_of("", {"server.address=127.0.0.1:99999"}), {"server.address"});
   expect_names(error_of("", {"run.name=../escape"}), {"run.name = \"../escape\""});
+  expect_names(error_of("", {"server.address=0.0.0.0:7453"}),
+               {"server.address = \"0.0.0.0:7453\"", "server.token_file"});
+}
+
+TEST(ConfigTest, NonLoopbackServerNeedsATokenFile) {
+  EXPECT_NO_THROW(load_config("", {"server.address=0.0.0.0:7453", "server.token_file=t"}));
+  EXPECT_NO_THROW(load_config("", {"server.address=127.0.0.1:0"}));
+  EXPECT_NO_THROW(load_config("", {"server.address=[::1]:7453"}));
+  EXPECT_TRUE(is_loopback_address("localhost:1"));
+  EXPECT_TRUE(is_loopback_address("127.0.0.2:1"));
+  EXPECT_TRUE(is_loopback_address("[::1]:1"));
+  EXPECT_FALSE(is_loopback_address("0.0.0.0:1"));
+  EXPECT_FALSE(is_loopback_address("[::]:1"));
+  EXPECT_FALSE(is_loopback_address("10.0.0.1:1"));
+  EXPECT_FALSE(is_loopback_address("127.example.com:1"));
 }
 
 TEST(ConfigTest, MalformedOverrideSaysWhatItExpects) {

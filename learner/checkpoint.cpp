@@ -11,18 +11,13 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/fnv.h"
 
 namespace pronghorn::learner {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'P', 'H', 'C', 'K', 'P', 'T', '0', '1'};
-
-uint64_t fnv1a(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
 void put_bytes(std::string& out, const std::string& bytes) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -41,6 +42,13 @@ void Supervisor::start(size_t index) {
 
 void Supervisor::poll() {
   const auto now = Clock::now();
+  std::erase_if(retiring_, [&](const Retiring& r) {
+    if (waitpid(r.pid, nullptr, WNOHANG) == r.pid) return true;
+    if (now < r.kill_at) return false;
+    kill(r.pid, SIGKILL);
+    waitpid(r.pid, nullptr, 0);
+    return true;
+  });
   for (size_t i = 0; i < actors_.size(); ++i) {
     Actor& a = actors_[i];
     if (a.pid > 0) {
@@ -63,28 +71,49 @@ void Supervisor::poll() {
   }
 }
 
-void Supervisor::stop(std::chrono::milliseconds grace) {
-  for (Actor& a : actors_) {
-    if (a.pid > 0) kill(a.pid, SIGTERM);
+void Supervisor::scale(int count) {
+  const size_t wanted = static_cast<size_t>(std::max(0, count));
+  while (actors_.size() > wanted) {
+    const pid_t pid = actors_.back().pid;
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      retiring_.push_back({pid, Clock::now() + std::chrono::seconds(3)});
+    }
+    actors_.pop_back();
   }
-  const auto deadline = Clock::now() + grace;
+  while (actors_.size() < wanted) {
+    actors_.emplace_back();
+    start(actors_.size() - 1);
+  }
+}
+
+void Supervisor::stop(std::chrono::milliseconds grace) {
+  std::vector<pid_t> running;
   for (Actor& a : actors_) {
-    while (a.pid > 0) {
-      if (waitpid(a.pid, nullptr, WNOHANG) == a.pid) {
-        a.pid = -1;
-      } else if (Clock::now() > deadline) {
-        kill(a.pid, SIGKILL);
-        waitpid(a.pid, nullptr, 0);
-        a.pid = -1;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (a.pid > 0) running.push_back(a.pid);
+    a.pid = -1;
+    a.restart_at = Clock::time_point::max();  // a poll() after stop() restarts nothing
+  }
+  for (const Retiring& r : retiring_) running.push_back(r.pid);
+  retiring_.clear();
+  for (pid_t pid : running) kill(pid, SIGTERM);
+  const auto deadline = Clock::now() + grace;
+  for (pid_t pid : running) {
+    for (;;) {
+      const pid_t reaped = waitpid(pid, nullptr, WNOHANG);
+      if (reaped == pid || reaped < 0) break;
+      if (Clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        break;
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 }
 
 int Supervisor::alive() const {
-  int n = 0;
+  int n = static_cast<int>(retiring_.size());
   for (const Actor& a : actors_) n += a.pid > 0;
   return n;
 }

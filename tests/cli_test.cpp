@@ -58,9 +58,8 @@ TEST(CliTest, HelpListsOnlyWorkingSubcommands) {
   EXPECT_NE(r.out.find("  train "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("  actor "), std::string::npos) << "internal subcommand listed:\n" << r.out;
   EXPECT_NE(r.out.find("  eval "), std::string::npos) << r.out;
-  for (const char* later : {"status", "scale", "checkpoint"}) {
-    EXPECT_EQ(r.out.find(std::string("  ") + later + " "), std::string::npos)
-        << later << " is listed before it works:\n" << r.out;
+  for (const char* control : {"status", "scale", "checkpoint", "stop"}) {
+    EXPECT_NE(r.out.find(std::string("  ") + control + " "), std::string::npos) << r.out;
   }
   EXPECT_EQ(pronghorn({"config", "--help"}).code, 0);
 }

@@ -21,8 +21,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Any free ports for the control plane, so runs never clash with each other
+// or with a job on the default ports.
 pid_t start_train(const std::vector<std::string>& args) {
-  std::vector<std::string> all = {PRONGHORN_BIN, "--log-level", "warn", "train"};
+  std::vector<std::string> all = {PRONGHORN_BIN, "--log-level", "warn", "train", "--set",
+                                  "server.address=127.0.0.1:0", "--set", "server.metrics_port=0"};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
@@ -173,12 +176,12 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   double previous_version = 0, resumed_steps = -1, resumed_version = -1;
   std::vector<std::string> lines;
   while (std::getline(in, line)) lines.push_back(line);
-  // Find the first line written by the resumed learner: its time_s restarts near 0.
+  // Find the first line written by the resumed learner: its uptime_s restarts near 0.
   for (size_t i = 1; i < lines.size(); ++i) {
     auto value = [&](const std::string& l, const std::string& key) {
       return std::stod(l.substr(l.find("\"" + key + "\": ") + key.size() + 4));
     };
-    if (value(lines[i], "time_s") < value(lines[i - 1], "time_s")) {
+    if (value(lines[i], "uptime_s") < value(lines[i - 1], "uptime_s")) {
       resumed_steps = value(lines[i], "env_steps");
       resumed_version = value(lines[i], "policy_version");
       previous_version = value(lines[i - 1], "policy_version");

@@ -34,6 +34,10 @@ Command add_train_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_actor_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_status_command(CLI::App& app);
+Command add_scale_command(CLI::App& app);
+Command add_checkpoint_command(CLI::App& app);
+Command add_stop_command(CLI::App& app);
 
 // `bench kernels` and `bench ring`, under `bench`; each sets `run` to what it does.
 CLI::App* add_bench_kernels(CLI::App& bench, std::function<void()>& run);

@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
   const std::vector<pronghorn::cli::Command> commands = {
       pronghorn::cli::add_train_command(app),
       pronghorn::cli::add_eval_command(app),
+      pronghorn::cli::add_status_command(app),
+      pronghorn::cli::add_scale_command(app),
+      pronghorn::cli::add_checkpoint_command(app),
+      pronghorn::cli::add_stop_command(app),
       pronghorn::cli::add_config_command(app),
       pronghorn::cli::add_envs_command(app),
       pronghorn::cli::add_bench_command(app),

@@ -1,0 +1,198 @@
+#include "learner/metrics_exporter.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace pronghorn::learner {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+class StatusCollector final : public prometheus::Collectable {
+ public:
+  explicit StatusCollector(const ControlBoard& board) : board_(board) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    const v1::Status s = board_.status();
+    std::vector<MetricFamily> out;
+    // One sample; its value goes where the family's type reads it.
+    auto sample = [](double value, std::vector<ClientMetric::Label> labels = {}) {
+      ClientMetric m;
+      m.label = std::move(labels);
+      m.counter.value = m.gauge.value = value;
+      return m;
+    };
+    auto add = [&](const char* name, const char* help, MetricType type,
+                   std::vector<ClientMetric> samples) {
+      out.push_back({name, help, type, std::move(samples)});
+    };
+    auto counter = [&](const char* name, const char* help, double value) {
+      add(name, help, MetricType::Counter, {sample(value)});
+    };
+    auto gauge = [&](const char* name, const char* help, double value) {
+      add(name, help, MetricType::Gauge, {sample(value)});
+    };
+    add("pronghorn_info", "The run: name, env and config digest as labels; always 1.",
+        MetricType::Gauge,
+        {sample(1, {{"run", s.run_name()}, {"env", s.env_name()},
+                    {"config_digest", s.config_digest()}})});
+    gauge("pronghorn_uptime_seconds", "Seconds since this learner started training.", s.uptime_s());
+    counter("pronghorn_env_steps_total", "Env steps trained on since the run began.",
+            static_cast<double>(s.env_steps()));
+    gauge("pronghorn_env_steps_per_second", "Trained env steps per second, last report interval.",
+          s.sps());
+    counter("pronghorn_learner_steps_total", "Optimizer steps since the run began.",
+            static_cast<double>(s.learner_steps()));
+    gauge("pronghorn_policy_version", "Version of the weights actors read.",
+          static_cast<double>(s.policy_version()));
+    counter("pronghorn_episodes_total", "Finished episodes since the run began.",
+            static_cast<double>(s.episodes()));
+    add("pronghorn_episode_return", "Return of the last (up to) 100 finished episodes.",
+        MetricType::Gauge,
+        {sample(s.episode_return().mean(), {{"stat", "mean"}}),
+         sample(s.episode_return().min(), {{"stat", "min"}}),
+         sample(s.episode_return().max(), {{"stat", "max"}})});
+    add("pronghorn_loss", "Loss terms of the last learner step.", MetricType::Gauge,
+        {sample(s.loss().total(), {{"term", "total"}}),
+         sample(s.loss().policy(), {{"term", "policy"}}),
+         sample(s.loss().value(), {{"term", "value"}})});
+    gauge("pronghorn_policy_entropy_nats", "Mean policy entropy, last learner step.",
+          s.loss().entropy());
+    gauge("pronghorn_grad_norm", "Gradient norm before clipping, last learner step.", s.grad_norm());
+    gauge("pronghorn_policy_lag_mean", "Policy versions between acting and learning, mean.",
+          s.policy_lag_mean());
+    gauge("pronghorn_policy_lag_max", "Policy versions between acting and learning, max.",
+          static_cast<double>(s.policy_lag_max()));
+    gauge("pronghorn_ring_slots", "Unroll slots in the shared-memory ring.", s.ring_slots());
+    gauge("pronghorn_ring_occupancy_slots", "Ring slots holding a committed unroll not yet taken.",
+          s.ring_occupancy());
+    counter("pronghorn_unrolls_committed_total", "Unrolls committed by actors.",
+            static_cast<double>(s.unrolls_committed()));
+    counter("pronghorn_unrolls_consumed_total", "Unrolls trained on.",
+            static_cast<double>(s.unrolls_consumed()));
+    counter("pronghorn_unrolls_dropped_stale_total", "Unrolls dropped for policy lag.",
+            static_cast<double>(s.unrolls_dropped_stale()));
+    gauge("pronghorn_actors_alive", "Actor processes running.", s.actors_alive());
+    gauge("pronghorn_actors_desired", "Actor processes the supervisor keeps.", s.actors_desired());
+    counter("pronghorn_actor_restarts_total", "Dead actors restarted.",
+            static_cast<double>(s.actor_restarts()));
+    gauge("pronghorn_last_checkpoint_timestamp_seconds",
+          "Unix time of the last checkpoint this learner wrote; 0 = none.",
+          s.last_checkpoint_unix_s());
+    return out;
+  }
+
+ private:
+  const ControlBoard& board_;
+};
+
+// Reads one HTTP request head (up to a blank line, 8 KiB, or 2 s) and
+// answers it: GET /metrics → the metrics, anything else → 404 or 405.
+void answer(int fd, const StatusCollector& collector) {
+  timeval timeout{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  std::string head;
+  char buffer[1024];
+  while (head.find("\r\n\r\n") == std::string::npos && head.size() < 8192) {
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) return;
+    head.append(buffer, static_cast<size_t>(n));
+  }
+  const std::string line = head.substr(0, head.find("\r\n"));
+  std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
+  if (!line.starts_with("GET ")) {
+    status = "405 Method Not Allowed", type = "text/plain", body = "GET only\n";
+  } else if (!line.starts_with("GET /metrics ") && !line.starts_with("GET /metrics?")) {
+    status = "404 Not Found", type = "text/plain", body = "see /metrics\n";
+  } else {
+    body = prometheus::TextSerializer().Serialize(collector.Collect());
+  }
+  const std::string reply = fmt::format(
+      "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+      status, type, body.size(), body);
+  for (size_t sent = 0; sent < reply.size();) {
+    const ssize_t n = send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+struct MetricsExporter::Impl {
+  explicit Impl(const ControlBoard& board) : collector(board) {}
+  StatusCollector collector;
+  int listener = -1, wake[2] = {-1, -1};  // wake: a pipe that ends the serving thread
+  int port = 0;
+  std::thread thread;
+
+  void serve() {
+    pollfd fds[2] = {{listener, POLLIN, 0}, {wake[0], POLLIN, 0}};
+    while (poll(fds, 2, -1) >= 0 || errno == EINTR) {
+      if (fds[1].revents) return;
+      if (!(fds[0].revents & POLLIN)) continue;
+      const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      answer(fd, collector);
+      close(fd);
+    }
+  }
+};
+
+MetricsExporter::MetricsExporter(int port, const ControlBoard& board)
+    : impl_(std::make_unique<Impl>(board)) {
+  const std::string key = fmt::format("server.metrics_port = {}", port);
+  impl_->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  PRONGHORN_CHECK(impl_->listener >= 0, key, ": socket: ", std::strerror(errno));
+  const int on = 1;
+  setsockopt(impl_->listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  socklen_t size = sizeof address;
+  if (bind(impl_->listener, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
+      listen(impl_->listener, 16) != 0 ||
+      getsockname(impl_->listener, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+    const int saved = errno;
+    close(impl_->listener);
+    throw Error(key + ": cannot listen on 127.0.0.1 there (" + std::strerror(saved) +
+                "; another job on that port? 0 picks a free one, -1 turns metrics off)");
+  }
+  impl_->port = ntohs(address.sin_port);
+  PRONGHORN_CHECK(pipe2(impl_->wake, O_CLOEXEC) == 0, "pipe: ", std::strerror(errno));
+  impl_->thread = std::thread([impl = impl_.get()] { impl->serve(); });
+}
+
+MetricsExporter::~MetricsExporter() {
+  const char byte = 1;
+  if (write(impl_->wake[1], &byte, 1) != 1) std::abort();  // the thread would never end
+  impl_->thread.join();
+  close(impl_->listener);
+  close(impl_->wake[0]);
+  close(impl_->wake[1]);
+}
+
+int MetricsExporter::port() const { return impl_->port; }
+
+}  // namespace pronghorn::learner

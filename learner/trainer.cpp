@@ -1,0 +1,142 @@
+#include "learner/trainer.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace pronghorn::learner {
+
+Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
+                 const envs::EnvSpec& spec, int64_t T, int64_t K, double discount,
+                 uint64_t version) {
+  auto field = [&](const buffer::TakenSlot& s, const buffer::Field& f, std::vector<int64_t> shape,
+                   at::ScalarType dtype) {
+    return at::from_blob(const_cast<uint8_t*>(s.data) + f.offset, shape, dtype);
+  };
+  std::vector<int64_t> obs_shape = {T + 1, K};
+  obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
+  const bool continuous = spec.action_kind == envs::ActionKind::kContinuous;
+  std::vector<at::Tensor> obs, actions, rewards, terminated, truncated, final_values, behaviour;
+  Batch b;
+  for (const auto& s : taken) {
+    obs.push_back(field(s, layout.obs, obs_shape,
+                        spec.obs_dtype == envs::Dtype::kFloat32 ? at::kFloat : at::kByte));
+    actions.push_back(continuous ? field(s, layout.actions, {T, K, spec.action_size}, at::kFloat)
+                                 : field(s, layout.actions, {T, K}, at::kInt));
+    rewards.push_back(field(s, layout.rewards, {T, K}, at::kFloat));
+    terminated.push_back(field(s, layout.terminated, {T, K}, at::kByte));
+    truncated.push_back(field(s, layout.truncated, {T, K}, at::kByte));
+    final_values.push_back(field(s, layout.final_values, {T, K}, at::kFloat));
+    behaviour.push_back(field(s, layout.behaviour_log_probs, {T, K}, at::kFloat));
+    const auto* returns = reinterpret_cast<const float*>(s.data + layout.episode_returns.offset);
+    b.episode_returns.insert(b.episode_returns.end(), returns, returns + s.stamp.episodes);
+    const uint64_t lag = version - std::min(version, s.stamp.policy_version);
+    b.lag_sum += lag;
+    b.lag_max = std::max(b.lag_max, lag);
+  }
+  b.obs = at::cat(obs, 1);
+  b.actions = at::cat(actions, 1);
+  if (!continuous) b.actions = b.actions.to(at::kLong);
+  b.rewards = at::cat(rewards, 1);
+  b.discounts = discount * (1 - at::cat(terminated, 1).to(at::kFloat));
+  b.truncated = at::cat(truncated, 1);
+  b.final_values = at::cat(final_values, 1);
+  b.behaviour_log_probs = at::cat(behaviour, 1);
+  return b;
+}
+
+Trainer::Trainer(const Config& c, const envs::EnvSpec& spec)
+  : c_(c), model_(model_spec_for(spec, c.model)),
+      continuous_(spec.action_kind == envs::ActionKind::kContinuous),
+      use_gae_(c.loss.kind == "ppo" && c.loss.advantages == "gae") {
+  vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
+                    static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
+  loss_options_.kind = c.loss.kind == "ppo" ? kernels::LossKind::kPpo : kernels::LossKind::kImpala;
+  loss_options_.baseline_cost = static_cast<float>(c.loss.baseline_cost);
+  loss_options_.entropy_cost = static_cast<float>(c.loss.entropy_cost);
+  loss_options_.ppo_clip = static_cast<float>(c.loss.ppo_clip);
+  loss_options_.mean_reduction = c.loss.reduction == "mean";
+  const double lr = c.learner.learning_rate;
+  if (c.learner.optimizer == "rmsprop") {
+    optimizer_ = std::make_unique<torch::optim::RMSprop>(
+        model_->parameters(),
+        torch::optim::RMSpropOptions(lr).alpha(c.learner.rmsprop_alpha).eps(c.learner.adam_eps));
+  } else {
+    optimizer_ = std::make_unique<torch::optim::Adam>(
+        model_->parameters(), torch::optim::AdamOptions(lr).eps(c.learner.adam_eps));
+  }
+}
+
+std::string Trainer::optimizer_state() {
+  torch::serialize::OutputArchive archive;
+  optimizer_->save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void Trainer::load_optimizer_state(const std::string& state) {
+  torch::serialize::InputArchive archive;
+  std::istringstream in(state);
+  archive.load_from(in);
+  optimizer_->load(archive);
+}
+
+StepStats Trainer::learn(const Batch& b, double progress) {
+  const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
+  PolicyOutput out = model_->forward(b.obs.flatten(0, 1));  // [(T+1)·N, obs...]
+  at::Tensor logits = out.logits.view({T + 1, N, -1});
+  at::Tensor values = out.value.view({T + 1, N});
+  at::Tensor head = logits.slice(0, 0, T);
+  at::Tensor v = values.slice(0, 0, T);
+  const kernels::Truncation truncation{b.truncated, b.final_values};
+  const kernels::VtraceParams& vp = vtrace_params_;
+  // Gaussian heads: the log-std of steps 0 … T−1, [T, N, D].
+  at::Tensor log_std =
+      continuous_ ? out.log_std.view({T + 1, N, -1}).slice(0, 0, T) : at::Tensor();
+  at::Tensor advantages, targets;
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor bootstrap = values[T].detach();
+    if (continuous_) {
+      at::Tensor z = (b.actions - head) / log_std.exp();
+      at::Tensor log_pi = (-0.5 * z * z - log_std - 0.9189385332046727).sum(-1);
+      at::Tensor log_rhos = (log_pi - b.behaviour_log_probs).detach();
+      auto r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v.detach(),
+                                             bootstrap, vp, truncation);
+      advantages = r.pg_advantages, targets = r.vs;
+    } else if (use_gae_) {
+      auto r = kernels::gae_from_logits(head.detach(), b.actions, b.behaviour_log_probs,
+                                        b.discounts, b.rewards, v.detach(), bootstrap, vp,
+                                        truncation);
+      advantages = r.advantages, targets = r.returns;
+    } else {
+      auto r = kernels::vtrace_from_logits(head.detach(), b.actions, b.behaviour_log_probs,
+                                           b.discounts, b.rewards, v.detach(), bootstrap, vp,
+                                           truncation);
+      advantages = r.pg_advantages, targets = r.vs;
+    }
+  }
+  kernels::LossResult loss =
+      continuous_ ? kernels::gaussian_loss(head, log_std, v, b.actions, b.behaviour_log_probs,
+                                           advantages, targets, loss_options_)
+                  : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs,
+                                              advantages, targets, loss_options_);
+  optimizer_->zero_grad();
+  loss.total.backward();
+  StepStats s;
+  s.grad_norm = c_.learner.max_grad_norm > 0
+                    ? torch::nn::utils::clip_grad_norm_(model_->parameters(),
+                                                        c_.learner.max_grad_norm)
+                    : 0.0;
+  const double lr = c_.learner.learning_rate *
+                    (c_.learner.lr_schedule == "linear" ? std::max(0.0, 1.0 - progress) : 1.0);
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  optimizer_->step();
+  s.total = loss.total.item<double>();
+  s.policy = loss.policy.item<double>();
+  s.value = loss.value.item<double>();
+  s.entropy = loss.entropy.item<double>();
+  return s;
+}
+
+}  // namespace pronghorn::learner

@@ -1,0 +1,64 @@
+// One learner step (DESIGN.md §3): B unrolls from the ring → Batch
+// [T+1, B·K] tensors → model forward → V-trace (or GAE) → fused loss →
+// backward → clip → optimizer. The loop around it (taking, publishing,
+// reporting) is learner.cpp's.
+// Threads: one (the learner's loop).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "buffer/ring.h"
+#include "core/config.h"
+#include "core/model.h"
+#include "envs/env.h"
+#include "kernels/losses.h"
+#include "kernels/vtrace.h"
+
+namespace pronghorn::learner {
+
+// One batch of B unrolls as tensors over the ring's slots (one copy per slot
+// per field, by at::cat; DESIGN.md §9).
+struct Batch {
+  at::Tensor obs;                  // [T+1, N, obs...], N = B·K
+  at::Tensor actions;              // [T, N] int64, or [T, N, D] float
+  at::Tensor rewards, discounts;   // [T, N]
+  at::Tensor truncated, final_values, behaviour_log_probs;  // [T, N]
+  std::vector<float> episode_returns;  // of the episodes that ended in these unrolls
+  uint64_t lag_sum = 0, lag_max = 0;   // policy versions behind `version`
+};
+
+Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
+                 const envs::EnvSpec& spec, int64_t T, int64_t K, double discount,
+                 uint64_t version);
+
+// The loss terms and gradient norm of one step.
+struct StepStats {
+  double total = 0, policy = 0, value = 0, entropy = 0, grad_norm = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& config, const envs::EnvSpec& spec);
+
+  PolicyNet& model() { return model_; }
+  std::string optimizer_state();
+  void load_optimizer_state(const std::string& state);
+
+  // One optimizer step on `batch`; `progress` in [0, 1] drives the LR schedule.
+  StepStats learn(const Batch& batch, double progress);
+
+ private:
+  Config c_;
+  PolicyNet model_;
+  bool continuous_;  // Gaussian head
+  bool use_gae_;     // PPO on GAE(λ) advantages instead of V-trace
+  kernels::VtraceParams vtrace_params_;
+  kernels::LossOptions loss_options_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+};
+
+}  // namespace pronghorn::learner

@@ -1,0 +1,66 @@
+#include "proto/status_json.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace pronghorn {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+void append_string(std::string& out, const std::string& text) {
+  out += '"';
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+}
+
+void append_fields(std::string& out, const Message& m, const std::string& prefix) {
+  const auto* descriptor = m.GetDescriptor();
+  const auto* reflection = m.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* f = descriptor->field(i);
+    const std::string key = prefix + f->name();
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      append_fields(out, reflection->GetMessage(m, f), key + "_");
+      continue;
+    }
+    if (out.size() > 1) out += ", ";
+    append_string(out, key);
+    out += ": ";
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_UINT64: out += fmt::format("{}", reflection->GetUInt64(m, f)); break;
+      case FieldDescriptor::CPPTYPE_UINT32: out += fmt::format("{}", reflection->GetUInt32(m, f)); break;
+      case FieldDescriptor::CPPTYPE_INT64: out += fmt::format("{}", reflection->GetInt64(m, f)); break;
+      case FieldDescriptor::CPPTYPE_INT32: out += fmt::format("{}", reflection->GetInt32(m, f)); break;
+      case FieldDescriptor::CPPTYPE_BOOL: out += reflection->GetBool(m, f) ? "true" : "false"; break;
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        const double v = reflection->GetDouble(m, f);
+        out += std::isfinite(v) ? fmt::format("{}", v) : "null";  // JSON has no NaN
+        break;
+      }
+      case FieldDescriptor::CPPTYPE_STRING: append_string(out, reflection->GetString(m, f)); break;
+      default: out += "null"; break;  // no other types in Status
+    }
+  }
+}
+
+}  // namespace
+
+std::string status_json(const v1::Status& status) {
+  std::string out = "{";
+  append_fields(out, status, "");
+  return out + "}";
+}
+
+}  // namespace pronghorn

@@ -1,0 +1,94 @@
+// `pronghorn status [--json] [--watch]`: the running job's status as a
+// readable table, as JSON (the same keys as metrics.jsonl), or live.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <iostream>
+#include <memory>
+
+#include "proto/status_json.h"
+#include "tools/cli.h"
+#include "tools/control_client.h"
+
+namespace pronghorn::cli {
+namespace {
+
+struct StatusArgs {
+  ControlArgs control;
+  bool json = false;
+  bool watch = false;
+  double interval_s = 1;
+};
+
+std::string ago(double unix_s) {
+  const double now = std::chrono::duration<double>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+  return fmt::format("{:.0f} s ago", now - unix_s);
+}
+
+std::string table(const v1::Status& s) {
+  const auto& r = s.episode_return();
+  const auto& l = s.loss();
+  std::string out;
+  auto row = [&](const char* name, const std::string& value) {
+    out += fmt::format("{:<15}{}\n", name, value);
+  };
+  row("run", fmt::format("{}  ({}){}", s.run_name(), s.run_dir(), s.stopping() ? "  STOPPING" : ""));
+  row("env", s.env_name());
+  row("uptime", fmt::format("{:.1f} s", s.uptime_s()));
+  row("env steps", fmt::format("{}  ({:.0f} steps/s)", s.env_steps(), s.sps()));
+  row("learner steps", fmt::format("{}  (policy version {})", s.learner_steps(), s.policy_version()));
+  row("episodes", fmt::format("{}", s.episodes()));
+  row("return", r.count() == 0 ? std::string("no finished episode yet")
+                               : fmt::format("mean {:.2f}  min {:.2f}  max {:.2f}  (last {})",
+                                             r.mean(), r.min(), r.max(), r.count()));
+  row("loss", fmt::format("total {:.4f}  policy {:.4f}  value {:.4f}  entropy {:.4f}", l.total(),
+                          l.policy(), l.value(), l.entropy()));
+  row("grad norm", fmt::format("{:.4f}", s.grad_norm()));
+  row("policy lag", fmt::format("mean {:.2f}  max {}", s.policy_lag_mean(), s.policy_lag_max()));
+  row("ring", fmt::format("{}/{} slots ready; unrolls committed {}, consumed {}, dropped stale {}",
+                          s.ring_occupancy(), s.ring_slots(), s.unrolls_committed(),
+                          s.unrolls_consumed(), s.unrolls_dropped_stale()));
+  row("actors", fmt::format("{} alive / {} desired, {} restarts", s.actors_alive(),
+                            s.actors_desired(), s.actor_restarts()));
+  row("checkpoint", s.last_checkpoint_path().empty()
+                        ? std::string("none yet")
+                        : fmt::format("{}  ({})", s.last_checkpoint_path(),
+                                      ago(s.last_checkpoint_unix_s())));
+  row("metrics", s.metrics_port() ? fmt::format("http://127.0.0.1:{}/metrics", s.metrics_port())
+                                  : std::string("off"));
+  row("config digest", s.config_digest());
+  return out;
+}
+
+void print(const v1::Status& s, const StatusArgs& args) {
+  if (args.json) {
+    std::cout << status_json(s) << std::endl;
+  } else if (args.watch && isatty(STDOUT_FILENO)) {
+    std::cout << "\x1b[H\x1b[2J" << table(s) << std::flush;  // redraw in place
+  } else {
+    std::cout << table(s) << (args.watch ? "\n" : "") << std::flush;
+  }
+}
+
+}  // namespace
+
+Command add_status_command(CLI::App& app) {
+  auto args = std::make_shared<StatusArgs>();
+  CLI::App* command = app.add_subcommand("status", "Show a running job's status (gRPC)");
+  add_control_options(command, args->control);
+  command->add_flag("--json", args->json, "one JSON object (a line per update with --watch)");
+  command->add_flag("--watch", args->watch, "keep printing until the job ends (Ctrl-C stops)");
+  command->add_option("--interval", args->interval_s, "seconds between updates with --watch")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  return {command, [args] {
+            ControlClient client(args->control);
+            if (!args->watch) return print(client.status(), *args);
+            client.watch(args->interval_s, [&](const v1::Status& s) { print(s, *args); });
+          }};
+}
+
+}  // namespace pronghorn::cli

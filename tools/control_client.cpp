@@ -1,0 +1,185 @@
+#include "tools/control_client.h"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/token.h"
+#include "proto/pronghorn.grpc.pb.h"
+
+namespace pronghorn::cli {
+namespace {
+
+std::string read_file(const std::string& option, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(option + " " + path + ": cannot read the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string resolve_target(const ControlArgs& a) {
+  if (!a.target.empty()) return a.target;
+  if (!a.run_dir.empty()) {
+    std::ifstream in(a.run_dir + "/server.address");
+    std::string address;
+    if (!(in >> address)) {
+      throw UsageError("--run-dir " + a.run_dir +
+                       ": no server.address there (has a job run in this directory?)");
+    }
+    return address;
+  }
+  return kDefaultTarget;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> credentials(const ControlArgs& a) {
+  if (a.tls_ca.empty()) {
+    if (!a.tls_cert.empty()) throw UsageError("--tls-cert needs --tls-ca (the server's CA)");
+    return grpc::InsecureChannelCredentials();
+  }
+  if (a.tls_cert.empty() != a.tls_key.empty()) {
+    throw UsageError("--tls-cert and --tls-key: give both or neither");
+  }
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = read_file("--tls-ca", a.tls_ca);
+  if (!a.tls_cert.empty()) {
+    options.pem_cert_chain = read_file("--tls-cert", a.tls_cert);
+    options.pem_private_key = read_file("--tls-key", a.tls_key);
+  }
+  return grpc::SslCredentials(options);
+}
+
+}  // namespace
+
+struct ControlClient::Impl {
+  ControlArgs args;
+  std::string target;
+  std::unique_ptr<v1::Learner::Stub> stub;
+  std::optional<std::string> token;  // found on first need
+
+  std::unique_ptr<grpc::ClientContext> context(bool mutating, bool deadline = true) {
+    auto c = std::make_unique<grpc::ClientContext>();
+    if (deadline) {
+      c->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(args.timeout_s * 1000)));
+    }
+    // Read-only calls carry the token too when one is given: off loopback
+    // the server asks for it.
+    const std::string t = mutating ? find_token() : given_token();
+    if (!t.empty()) c->AddMetadata("authorization", "Bearer " + t);
+    return c;
+  }
+
+  std::string given_token() const {
+    if (!args.token.empty()) return args.token;
+    if (!args.token_file.empty()) return read_token_file(args.token_file);
+    return "";
+  }
+
+  // --token, --token-file, the run directory's token file (--run-dir, or
+  // the one the job reports), else none (the server will say so).
+  std::string find_token() {
+    if (token) return *token;
+    token = given_token();
+    if (token->empty()) {
+      std::string dir = args.run_dir;
+      if (dir.empty()) dir = status().run_dir();
+      if (std::filesystem::exists(dir + "/token")) token = read_token_file(dir + "/token");
+    }
+    return *token;
+  }
+
+  void check(const grpc::Status& s, const char* call) const {
+    if (s.ok()) return;
+    switch (s.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        throw Error(fmt::format("cannot reach the learner at {} ({}); is a job running there? "
+                                "(--target, --run-dir)",
+                                target, s.error_message()));
+      case grpc::StatusCode::INVALID_ARGUMENT:
+        throw UsageError(fmt::format("{}: {}", call, s.error_message()));
+      default:
+        throw Error(fmt::format("{} refused by the learner at {}: {}", call, target,
+                                s.error_message()));
+    }
+  }
+
+  v1::Status status() {
+    v1::Status reply;
+    auto c = context(false);
+    check(stub->GetStatus(c.get(), v1::GetStatusRequest(), &reply), "status");
+    return reply;
+  }
+};
+
+void add_control_options(CLI::App* command, ControlArgs& args) {
+  command->add_option("--target", args.target,
+                      fmt::format("the learner's HOST:PORT (default: --run-dir's, else {})",
+                                  kDefaultTarget));
+  command->add_option("--run-dir", args.run_dir,
+                      "the job's run directory: its address and token are read there");
+  command->add_option("--token", args.token, "bearer token for mutating calls");
+  command->add_option("--token-file", args.token_file,
+                      "file holding the token (default: the job's run directory's token)");
+  command->add_option("--tls-ca", args.tls_ca, "PEM CA of the server's certificate: use TLS");
+  command->add_option("--tls-cert", args.tls_cert, "PEM client certificate, for mutual TLS");
+  command->add_option("--tls-key", args.tls_key, "PEM key of --tls-cert");
+  command->add_option("--timeout", args.timeout_s, "seconds to wait for each call")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+}
+
+ControlClient::ControlClient(const ControlArgs& args) : impl_(std::make_unique<Impl>()) {
+  impl_->args = args;
+  impl_->target = resolve_target(args);
+  impl_->stub = v1::Learner::NewStub(grpc::CreateChannel(impl_->target, credentials(args)));
+}
+
+ControlClient::~ControlClient() = default;
+
+v1::Status ControlClient::status() { return impl_->status(); }
+
+void ControlClient::watch(double interval_s,
+                          const std::function<void(const v1::Status&)>& on_status) {
+  v1::WatchStatusRequest request;
+  request.set_interval_s(interval_s);
+  auto c = impl_->context(false, /*deadline=*/false);
+  auto reader = impl_->stub->WatchStatus(c.get(), request);
+  v1::Status s;
+  while (reader->Read(&s)) on_status(s);
+  impl_->check(reader->Finish(), "watch");
+}
+
+v1::ScaleActorsReply ControlClient::scale(int count) {
+  v1::ScaleActorsRequest request;
+  request.set_count(count);
+  v1::ScaleActorsReply reply;
+  auto c = impl_->context(true);
+  impl_->check(impl_->stub->ScaleActors(c.get(), request, &reply), "scale");
+  return reply;
+}
+
+std::string ControlClient::save_checkpoint() {
+  v1::SaveCheckpointReply reply;
+  auto c = impl_->context(true);
+  impl_->check(impl_->stub->SaveCheckpoint(c.get(), v1::SaveCheckpointRequest(), &reply),
+               "checkpoint");
+  return reply.path();
+}
+
+std::string ControlClient::stop(bool graceful) {
+  v1::StopRequest request;
+  request.set_graceful(graceful);
+  v1::StopReply reply;
+  auto c = impl_->context(true);
+  impl_->check(impl_->stub->Stop(c.get(), request, &reply), "stop");
+  return reply.checkpoint_path();
+}
+
+}  // namespace pronghorn::cli

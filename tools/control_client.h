@@ -1,0 +1,46 @@
+// The client side of the control plane (proto/pronghorn.proto), shared by
+// `pronghorn status | scale | checkpoint | stop`: where the learner is (a
+// --target, else the run directory's server.address, else 127.0.0.1:7453),
+// TLS when a CA is given, and the token for mutating calls (--token,
+// --token-file, else the token file in the job's run directory).
+// Every failure throws Error (exit 1) or UsageError (exit 2) with one line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "proto/pronghorn.pb.h"
+
+namespace pronghorn::cli {
+
+inline constexpr const char* kDefaultTarget = "127.0.0.1:7453";  // server.address's default
+
+struct ControlArgs {
+  std::string target;    // HOST:PORT
+  std::string run_dir;   // finds the address and the token there
+  std::string token, token_file;
+  std::string tls_ca, tls_cert, tls_key;  // PEM files
+  double timeout_s = 10;  // per call
+};
+void add_control_options(CLI::App* command, ControlArgs& args);
+
+class ControlClient {
+ public:
+  explicit ControlClient(const ControlArgs& args);
+  ~ControlClient();
+
+  v1::Status status();
+  // Calls `on_status` for each message until the job ends.
+  void watch(double interval_s, const std::function<void(const v1::Status&)>& on_status);
+  v1::ScaleActorsReply scale(int count);
+  std::string save_checkpoint();      // its path
+  std::string stop(bool graceful);    // the checkpoint written, or ""
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pronghorn::cli
