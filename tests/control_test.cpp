@@ -1,0 +1,359 @@
+// The control plane over a real gRPC connection to a real `pronghorn train`
+// on loopback: status moves, scaling changes the live actor processes, the
+// token guards every mutating call, bad requests get the right code while the
+// server keeps serving, TLS (mutual) round trip, and a curl scrape of /metrics.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "proto/pronghorn.grpc.pb.h"
+#include "tests/testing/job.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace pronghorn;
+using namespace pronghorn::testing;
+using grpc::StatusCode;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a shell command; its exit code and its stdout and stderr together.
+std::pair<int, std::string> shell(const std::string& command) {
+  const std::string out = ::testing::TempDir() + "/control-test-" + std::to_string(getpid()) + ".out";
+  const int status = std::system((command + " >" + out + " 2>&1").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out)};
+}
+
+// A training job on any free ports, trained forever until the test ends it.
+struct Job {
+  std::string name = "control-test-" + std::to_string(getpid()) + "-" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::string dir = ::testing::TempDir() + "/" + name;
+  pid_t pid = -1;
+  std::string address, token;
+
+  explicit Job(std::vector<std::string> extra = {}) {
+    std::filesystem::remove_all(dir);
+    std::vector<std::string> args = {"train", "--run-dir", dir, "--set", "run.name=" + name,
+                                     "--set", "run.target_return=0", "--set",
+                                     "run.total_steps=1000000000", "--set",
+                                     "run.checkpoint_interval_s=0", "--set", "actor.count=1",
+                                     "--set", "server.address=127.0.0.1:0", "--set",
+                                     "server.metrics_port=0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid = start_pronghorn(args);
+    // server.address is written once the server listens.
+    EXPECT_TRUE(wait_for([&] { return std::filesystem::exists(dir + "/server.address"); }));
+    std::ifstream(dir + "/server.address") >> address;
+    std::ifstream(dir + "/token") >> token;
+  }
+  ~Job() {
+    if (pid > 0 && kill(pid, SIGTERM) == 0) wait_exit(pid);
+  }
+
+  std::unique_ptr<v1::Learner::Stub> stub(
+      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials()) {
+    return v1::Learner::NewStub(grpc::CreateChannel(address, credentials));
+  }
+};
+
+// A context with a 10 s deadline and, unless empty, `authorization: Bearer <token>`.
+std::unique_ptr<grpc::ClientContext> context(const std::string& token = "") {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() + 10s);
+  if (!token.empty()) c->AddMetadata("authorization", "Bearer " + token);
+  return c;
+}
+
+v1::Status get_status(v1::Learner::Stub& stub) {
+  v1::Status s;
+  grpc::Status rpc = stub.GetStatus(context().get(), {}, &s);
+  EXPECT_TRUE(rpc.ok()) << rpc.error_message();
+  return s;
+}
+
+TEST(ControlTest, StatusFieldsMoveWhileTraining) {
+  Job job;
+  auto stub = job.stub();
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  const v1::Status first = get_status(*stub);
+  EXPECT_EQ(first.run_name(), job.name);
+  EXPECT_EQ(first.env_name(), "cartpole");
+  EXPECT_EQ(first.run_dir(), std::filesystem::absolute(job.dir).string());
+  EXPECT_EQ(first.ring_slots(), 16u);
+  EXPECT_EQ(first.actors_desired(), 1u);
+  EXPECT_EQ(first.config_digest().size(), 16u);
+  EXPECT_FALSE(first.stopping());
+  ASSERT_TRUE(wait_for([&] {
+    const v1::Status s = get_status(*stub);
+    return s.env_steps() > first.env_steps() && s.policy_version() > first.policy_version() &&
+           s.uptime_s() > first.uptime_s() && s.unrolls_consumed() > first.unrolls_consumed() &&
+           s.episodes() > first.episodes() && s.sps() > 0 && s.episode_return().count() > 0;
+  })) << "status moves with training";
+
+  // The stream sends the same Status, newer each time.
+  v1::WatchStatusRequest watch;
+  watch.set_interval_s(0.1);
+  auto c = context();
+  auto reader = stub->WatchStatus(c.get(), watch);
+  std::vector<v1::Status> seen(4);
+  for (auto& s : seen) ASSERT_TRUE(reader->Read(&s));
+  c->TryCancel();
+  EXPECT_GT(seen.back().env_steps(), seen.front().env_steps());
+  EXPECT_GT(seen.back().uptime_s(), seen.front().uptime_s() + 0.2);
+
+  // The CLI: table, JSON with the metrics.jsonl keys, and the job found by its run dir.
+  auto [code, out] = shell(std::string(PRONGHORN_BIN) + " status --run-dir " + job.dir);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("env steps"), std::string::npos) << out;
+  EXPECT_NE(out.find(job.name), std::string::npos) << out;
+  std::tie(code, out) = shell(std::string(PRONGHORN_BIN) + " status --json --target " + job.address);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"episode_return_mean\": "), std::string::npos) << out;
+}
+
+TEST(ControlTest, ScalingUpAndDownChangesTheLiveActorProcesses) {
+  Job job;
+  auto stub = job.stub();
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  ASSERT_EQ(children_of(job.pid).size(), 1u);
+  v1::ScaleActorsRequest request;
+  request.set_count(3);
+  v1::ScaleActorsReply reply;
+  grpc::Status rpc = stub->ScaleActors(context(job.token).get(), request, &reply);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(reply.previous(), 1u);
+  EXPECT_EQ(reply.desired(), 3u);
+  EXPECT_TRUE(wait_for([&] { return children_of(job.pid).size() == 3; }));
+  EXPECT_TRUE(wait_for([&] { return get_status(*stub).actors_alive() == 3; }));
+  const uint64_t committed = get_status(*stub).unrolls_committed();
+  EXPECT_TRUE(wait_for([&] { return get_status(*stub).unrolls_committed() > committed + 50; }));
+
+  // Down through the CLI, with the token it finds in the run directory.
+  auto [code, out] = shell(std::string(PRONGHORN_BIN) + " scale --actors 1 --target " + job.address);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("3 → 1"), std::string::npos) << out;
+  EXPECT_TRUE(wait_for([&] { return children_of(job.pid).size() == 1; }));
+  EXPECT_TRUE(wait_for([&] { return get_status(*stub).actors_alive() == 1; }));
+  EXPECT_EQ(get_status(*stub).actor_restarts(), 0u) << "retired actors are not restarted";
+  const uint64_t steps = get_status(*stub).env_steps();
+  EXPECT_TRUE(wait_for([&] { return get_status(*stub).env_steps() > steps; }))
+      << "training goes on";
+
+  // Nothing lost: every committed unroll was consumed, dropped or still waits.
+  v1::StopReply stopped;
+  v1::StopRequest stop;
+  stop.set_graceful(true);
+  rpc = stub->Stop(context(job.token).get(), stop, &stopped);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(wait_exit(job.pid), 0);
+  job.pid = -1;
+  std::ifstream in(job.dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  auto value = [&](const std::string& key) {
+    return std::stod(last.substr(last.find("\"" + key + "\": ") + key.size() + 4));
+  };
+  EXPECT_EQ(value("unrolls_committed"),
+            value("unrolls_consumed") + value("unrolls_dropped_stale") + value("ring_occupancy"));
+}
+
+TEST(ControlTest, MutatingCallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
+  Job job;
+  auto stub = job.stub();
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  for (const std::string& token : {std::string(), std::string("wrong-token"), job.token + "x"}) {
+    const StatusCode expected =
+        token.empty() ? StatusCode::UNAUTHENTICATED : StatusCode::PERMISSION_DENIED;
+    v1::ScaleActorsRequest scale;
+    scale.set_count(2);
+    v1::ScaleActorsReply scaled;
+    EXPECT_EQ(stub->ScaleActors(context(token).get(), scale, &scaled).error_code(), expected);
+    v1::SaveCheckpointReply saved;
+    EXPECT_EQ(stub->SaveCheckpoint(context(token).get(), {}, &saved).error_code(), expected);
+    v1::StopRequest stop;
+    stop.set_graceful(true);
+    v1::StopReply stopped;
+    EXPECT_EQ(stub->Stop(context(token).get(), stop, &stopped).error_code(), expected);
+  }
+  // The CLI with a wrong token: one line, exit 1.
+  auto [code, out] =
+      shell(std::string(PRONGHORN_BIN) + " stop --token nope --target " + job.address);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("wrong token"), std::string::npos) << out;
+
+  std::this_thread::sleep_for(300ms);
+  const v1::Status s = get_status(*stub);
+  EXPECT_EQ(s.actors_desired(), 1u);
+  EXPECT_EQ(children_of(job.pid).size(), 1u);
+  EXPECT_FALSE(s.stopping());
+  EXPECT_TRUE(s.last_checkpoint_path().empty());
+  EXPECT_FALSE(std::filesystem::exists(job.dir + "/checkpoints")) << "no checkpoint was written";
+  EXPECT_EQ(kill(job.pid, 0), 0) << "the job still runs";
+}
+
+TEST(ControlTest, BadRequestsGetTheRightCodeAndTheServerKeepsServing) {
+  Job job;
+  auto stub = job.stub();
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  for (int count : {-1, -1000000, 1025, 2000000000}) {
+    v1::ScaleActorsRequest scale;
+    scale.set_count(count);
+    v1::ScaleActorsReply reply;
+    grpc::Status rpc = stub->ScaleActors(context(job.token).get(), scale, &reply);
+    EXPECT_EQ(rpc.error_code(), StatusCode::INVALID_ARGUMENT) << count;
+    EXPECT_NE(rpc.error_message().find("count = " + std::to_string(count)), std::string::npos)
+        << rpc.error_message();
+  }
+  for (double interval : {-1.0, 0.001, 1e9, std::nan("")}) {
+    v1::WatchStatusRequest watch;
+    watch.set_interval_s(interval);
+    auto c = context();
+    auto reader = stub->WatchStatus(c.get(), watch);
+    v1::Status s;
+    EXPECT_FALSE(reader->Read(&s));
+    EXPECT_EQ(reader->Finish().error_code(), StatusCode::INVALID_ARGUMENT) << interval;
+  }
+  // Bytes that are no ScaleActorsRequest, and a request over the size limit.
+  grpc::GenericStub generic(grpc::CreateChannel(job.address, grpc::InsecureChannelCredentials()));
+  auto raw_call = [&](const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    auto c = context(job.token);
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(c.get(), "/pronghorn.v1.Learner/ScaleActors", {}, &request, &response,
+                      [&](grpc::Status s) { done.set_value(s); });
+    return done.get_future().get().error_code();
+  };
+  EXPECT_EQ(raw_call(std::string("\x08\xff\xff\xff", 4)), StatusCode::INTERNAL)
+      << "a truncated varint does not parse";
+  EXPECT_EQ(raw_call(std::string(100 * 1024, '\x08')), StatusCode::RESOURCE_EXHAUSTED);
+
+  const v1::Status s = get_status(*stub);
+  EXPECT_EQ(s.actors_desired(), 1u) << "no bad request changed anything";
+  const uint64_t steps = s.env_steps();
+  EXPECT_TRUE(wait_for([&] { return get_status(*stub).env_steps() > steps; }))
+      << "the server keeps serving and the job keeps training";
+}
+
+TEST(ControlTest, SaveCheckpointAndGracefulStop) {
+  Job job;
+  auto stub = job.stub();
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  v1::SaveCheckpointReply saved;
+  grpc::Status rpc = stub->SaveCheckpoint(context(job.token).get(), {}, &saved);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_TRUE(std::filesystem::exists(saved.path())) << saved.path();
+  EXPECT_EQ(get_status(*stub).last_checkpoint_path(), saved.path());
+
+  auto [code, out] = shell(std::string(PRONGHORN_BIN) + " stop --run-dir " + job.dir);
+  EXPECT_EQ(code, 0) << out;
+  const std::string prefix = "stopped; checkpoint ";
+  ASSERT_EQ(out.rfind(prefix, 0), 0u) << out;
+  const std::string final_path = out.substr(prefix.size(), out.find('\n') - prefix.size());
+  EXPECT_TRUE(std::filesystem::exists(final_path)) << final_path;
+  EXPECT_NE(final_path, saved.path());
+  EXPECT_EQ(wait_exit(job.pid), 0);
+  job.pid = -1;
+  EXPECT_TRUE(leftover_segments(job.name).empty());
+
+  // Nothing listens now: one line, exit 1.
+  std::tie(code, out) = shell(std::string(PRONGHORN_BIN) + " status --run-dir " + job.dir);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("cannot reach the learner at " + job.address), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST(ControlTest, MetricsScrapeWithCurl) {
+  Job job;
+  auto stub = job.stub();
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  const uint32_t port = get_status(*stub).metrics_port();
+  ASSERT_GT(port, 0u);
+  auto [code, out] = shell("curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("# TYPE pronghorn_env_steps_total counter"), std::string::npos) << out;
+  EXPECT_NE(out.find("# TYPE pronghorn_ring_occupancy_slots gauge"), std::string::npos) << out;
+  EXPECT_NE(out.find("pronghorn_actors_alive 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("pronghorn_info{run=\"" + job.name + "\""), std::string::npos) << out;
+  const size_t at = out.find("\npronghorn_env_steps_total ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_GT(std::stod(out.substr(at + 27)), 0);
+  std::tie(code, out) = shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" +
+                              std::to_string(port) + "/nothing");
+  EXPECT_EQ(out, "404");
+}
+
+// CA, server certificate for 127.0.0.1, and a client certificate, made with
+// the openssl command.
+struct Certificates {
+  std::string dir = ::testing::TempDir() + "/control-test-tls-" + std::to_string(getpid());
+  std::string ca() const { return dir + "/ca.pem"; }
+  Certificates() {
+    std::filesystem::create_directories(dir);
+    const std::string d = dir;
+    const std::string script =
+        "cd " + d + " && "
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout ca.key "
+        "-out ca.pem && "
+        "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key "
+        "-out server.csr && "
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > san.ext && "
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+        "-extfile san.ext -out server.pem && "
+        "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key "
+        "-out client.csr && "
+        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+        "-out client.pem";
+    auto [code, out] = shell(script);
+    EXPECT_EQ(code, 0) << out;
+  }
+};
+
+TEST(ControlTest, MutualTlsRoundTrip) {
+  Certificates certs;
+  Job job({"--set", "server.tls_cert=" + certs.dir + "/server.pem", "--set",
+           "server.tls_key=" + certs.dir + "/server.key", "--set",
+           "server.tls_client_ca=" + certs.ca()});
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = slurp(certs.ca());
+  options.pem_cert_chain = slurp(certs.dir + "/client.pem");
+  options.pem_private_key = slurp(certs.dir + "/client.key");
+  auto stub = job.stub(grpc::SslCredentials(options));
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  EXPECT_EQ(get_status(*stub).run_name(), job.name);
+
+  v1::Status s;
+  EXPECT_FALSE(job.stub()->GetStatus(context().get(), {}, &s).ok()) << "plain text refused";
+  grpc::SslCredentialsOptions no_client_cert;
+  no_client_cert.pem_root_certs = options.pem_root_certs;
+  EXPECT_FALSE(job.stub(grpc::SslCredentials(no_client_cert))->GetStatus(context().get(), {}, &s).ok())
+      << "a client without a certificate is refused";
+
+  // The CLI over TLS, token from the run directory: stop.
+  auto [code, out] = shell(std::string(PRONGHORN_BIN) + " stop --run-dir " + job.dir +
+                           " --tls-ca " + certs.ca() + " --tls-cert " + certs.dir +
+                           "/client.pem --tls-key " + certs.dir + "/client.key");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(wait_exit(job.pid), 0);
+  job.pid = -1;
+}
+
+}  // namespace

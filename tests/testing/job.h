@@ -1,0 +1,70 @@
+// Helpers for tests that run `pronghorn` as real processes: start one, wait
+// for it, find its children and its shared-memory segments, poll a condition.
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace pronghorn::testing {
+
+// `pronghorn --log-level warn <args…>` started in the background.
+inline pid_t start_pronghorn(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {PRONGHORN_BIN, "--log-level", "warn"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, PRONGHORN_BIN, nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  return pid;
+}
+
+// Its exit code, or 128 + the signal that killed it.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+inline std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  pid_t child;
+  while (in >> child) out.push_back(child);
+  return out;
+}
+
+// The run's shared-memory segments still in /dev/shm.
+inline std::vector<std::string> leftover_segments(const std::string& run_name) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename();
+    if (name.rfind("pronghorn-" + run_name + "-", 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
+// Polls `ready` every 100 ms for up to `timeout`; its last answer.
+inline bool wait_for(const std::function<bool()>& ready,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
+}  // namespace pronghorn::testing
