@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -17,6 +20,12 @@ namespace pronghorn::actor {
 namespace {
 
 using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+uint32_t microseconds(Clock::duration d) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  return static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
+}
 
 // Per-env episode bookkeeping, to record finished episodes in the slot.
 struct EpisodeTracker {
@@ -82,12 +91,16 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       spdlog::info("learner {} is gone; actor {} exits", o.learner_pid, o.actor_id);
       return;
     }
+    const auto wait_start = Clock::now();
     if (slab->version() != version) {
       version = slab->read(flat.data());
       model->read_flat(flat.data());
     }
     auto slot = ring->claim(500ms);
     if (!slot) continue;
+    buffer::SlotStamp stamp{.policy_version = version, .actor = o.actor_id};
+    Clock::duration env_time{}, policy_time{};
+    const Clock::duration wait_time = Clock::now() - wait_start;
     uint8_t* base = ring->slot_data(*slot);
     uint8_t* obs = base + layout.obs.offset;
     auto* rewards = reinterpret_cast<float*>(base + layout.rewards.offset);
@@ -101,6 +114,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     std::memcpy(obs, last_obs.data(), obs_row);  // row 0: where the last unroll left off
     bool stopped = false;
     for (int64_t t = 0; t < T && !stopped; ++t) {
+      const auto policy_start = Clock::now();
       at::Tensor x = at::from_blob(obs + t * obs_row, obs_batch_shape, obs_dtype);
       PolicyOutput out = model->forward(x);
       void* step_actions;
@@ -113,6 +127,8 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
         sample_discrete(out.logits, a, log_probs + t * K);
         step_actions = a;
       }
+      const auto env_start = Clock::now();
+      policy_time += env_start - policy_start;
       env->step(step_actions, {obs + (t + 1) * obs_row, rewards + t * K, terminated + t * K,
                                truncated + t * K, final_obs.data()});
       bool any_truncated = false;
@@ -131,6 +147,8 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       // V of the final observation where a time limit cut the episode
       // (DESIGN.md §9): the learner bootstraps from it.
       std::memset(final_values + t * K, 0, sizeof(float) * K);
+      const auto env_end = Clock::now();
+      env_time += env_end - env_start;
       if (any_truncated) {
         at::Tensor v = model->forward(at::from_blob(final_obs.data(), obs_batch_shape, obs_dtype))
                            .value.contiguous();
@@ -138,6 +156,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
         for (int64_t k = 0; k < K; ++k) {
           if (truncated[t * K + k]) final_values[t * K + k] = value[k];
         }
+        policy_time += Clock::now() - env_end;
       }
       stopped = stop.load();
     }
@@ -146,7 +165,11 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       return;
     }
     std::memcpy(last_obs.data(), obs + T * obs_row, obs_row);
-    ring->commit(*slot, {version, episodes, o.actor_id});
+    stamp.episodes = episodes;
+    stamp.env_us = microseconds(env_time);
+    stamp.policy_us = microseconds(policy_time);
+    stamp.wait_us = microseconds(wait_time);
+    ring->commit(*slot, stamp);
   }
 }
 

@@ -14,7 +14,7 @@ namespace pronghorn::buffer {
 namespace {
 
 constexpr uint64_t kMagic = 0x50484f524e52494eull;  // "PHORNRIN"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 constexpr size_t kPage = 4096;
 constexpr auto kReclaimEvery = std::chrono::milliseconds(100);
 
@@ -40,7 +40,7 @@ struct alignas(64) SlotHeader {
 
 // Shared between processes of the same build: its size is part of the layout.
 static_assert(sizeof(SlotHeader) == 64);
-static_assert(sizeof(SlotStamp) == 16);
+static_assert(sizeof(SlotStamp) == 32);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 

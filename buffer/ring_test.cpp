@@ -115,13 +115,16 @@ TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
   for (size_t f = 0; f < std::size(fields); ++f) fill_field(*fields[f], 1000.0f * (f + 1));
   std::memset(base + l.terminated.offset, 1, l.terminated.bytes);
   std::memset(base + l.truncated.offset, 2, l.truncated.bytes);
-  writer->commit(*slot, {5, 1, 9});
+  writer->commit(*slot, {5, 1, 9, 11, 12, 13, 0});
   auto taken = reader->take(1, 5, 0, 0ms);
   ASSERT_TRUE(taken);
   const TakenSlot& t = (*taken)[0];
   EXPECT_EQ(t.stamp.policy_version, 5u);
   EXPECT_EQ(t.stamp.episodes, 1u);
   EXPECT_EQ(t.stamp.actor, 9u);
+  EXPECT_EQ(t.stamp.env_us, 11u);
+  EXPECT_EQ(t.stamp.policy_us, 12u);
+  EXPECT_EQ(t.stamp.wait_us, 13u);
   const SlotLayout& r = reader->layout();
   EXPECT_EQ(r.obs.bytes, 4u * 2 * 2 * 4) << "[T+1, K, 2] float32";
   const Field* read_fields[] = {&r.obs, &r.actions, &r.rewards, &r.behaviour_log_probs,
@@ -211,7 +214,7 @@ TEST(RingTest, ThreadsDeliverEveryUnrollOnceAndWhole) {
         auto slot = mine->claim(10s);
         ASSERT_TRUE(slot);
         testing::fill(mine->slot_data(*slot), bytes, actor, seq, 0, testing::words(bytes));
-        mine->commit(*slot, {seq, 0, static_cast<uint32_t>(actor)});
+        mine->commit(*slot, {.policy_version = seq, .actor = static_cast<uint32_t>(actor)});
       }
       --running;
     });
@@ -299,7 +302,7 @@ TEST(RingTest, StaleUnrollsAreDroppedAndCounted) {
   for (uint64_t version : {1, 2, 7, 8, 9}) {
     auto slot = ring->claim(0ms);
     ASSERT_TRUE(slot);
-    ring->commit(*slot, {version, 0, 0});
+    ring->commit(*slot, {.policy_version = version});
   }
   // Learner at version 10 with max lag 3: versions 7, 8, 9 are fresh.
   auto taken = ring->take(3, 10, 3, 0ms);

@@ -48,6 +48,7 @@ struct LossConfig {
   std::string kind = "impala";  // "impala" (V-trace actor-critic) or "ppo"
   std::string advantages = "vtrace";  // PPO only: "vtrace" or "gae"
   double discount = 0.99;
+  double reward_scale = 1.0;  // the learner trains on rewards × this (returns reported unscaled)
   double rho_bar = 1.0;     // V-trace ρ̄: clips importance weights in the value targets
   double c_bar = 1.0;       // V-trace c̄: clips the trace-cutting coefficients
   double rho_pg_bar = 1.0;  // clips importance weights in the policy-gradient advantage

@@ -31,6 +31,7 @@ std::vector<Field> fields(Config& c) {
       {"loss", "kind", &c.loss.kind, 0, 0, {"impala", "ppo"}, "impala: V-trace actor-critic; ppo: clipped objective"},
       {"loss", "advantages", &c.loss.advantages, 0, 0, {"vtrace", "gae"}, "advantages for ppo"},
       {"loss", "discount", &c.loss.discount, 0, 1, {}, "γ"},
+      {"loss", "reward_scale", &c.loss.reward_scale, 1e-9, 1e9, {}, "rewards are multiplied by this for learning; episode returns are reported unscaled"},
       {"loss", "rho_bar", &c.loss.rho_bar, 0, kInf, {}, "V-trace ρ̄ (value targets)"},
       {"loss", "c_bar", &c.loss.c_bar, 0, kInf, {}, "V-trace c̄ (trace cutting)"},
       {"loss", "rho_pg_bar", &c.loss.rho_pg_bar, 0, kInf, {}, "ρ̄ of the policy-gradient advantage"},

@@ -60,7 +60,9 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
 }
 
 PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs) {
-  at::Tensor x = spec_.pixels ? obs.to(at::kFloat).div(255.0) : obs.reshape({obs.size(0), -1});
+  // Byte observations are pixels in [0, 255]: scaled to [0, 1] for either torso.
+  at::Tensor x = obs.scalar_type() == at::kByte ? obs.to(at::kFloat).div(255.0) : obs;
+  if (!spec_.pixels) x = x.reshape({x.size(0), -1});
   at::Tensor h = torso_->forward(x);
   PolicyOutput out;
   out.logits = policy_->forward(h);

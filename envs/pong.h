@@ -8,7 +8,7 @@
 // ball's previous position (a trail, so one frame shows the ball's motion).
 // Actions: 0 stay, 1 up, 2 down. Reward +1 when the opponent misses, −1 when
 // the agent misses. Terminated when either side reaches 3 points; truncated
-// at 2000 steps. A random policy scores about −3. Test: envs/pong_test.cpp.
+// at 2000 steps. A random policy scores about −2.2. Test: envs/pong_test.cpp.
 #pragma once
 
 #include <algorithm>

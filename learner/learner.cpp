@@ -38,6 +38,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 // Removes shared memory left by an earlier learner of this run that died
 // (names carry the learner's pid: /pronghorn-<run>-<pid>-ring|slab).
 void remove_stale_segments(const std::string& run) {
@@ -71,8 +73,15 @@ struct RunStats {
   double sps = 0;  // over the last report interval
   std::string last_checkpoint;
   double last_checkpoint_unix_s = 0;
+  v1::StageTimes stage_time;
 
   void add(const Batch& b, size_t taken_unrolls, uint64_t steps) {
+    stage_time.set_actor_env_s(stage_time.actor_env_s() + b.actor_env_s);
+    stage_time.set_actor_policy_s(stage_time.actor_policy_s() + b.actor_policy_s);
+    stage_time.set_actor_wait_s(stage_time.actor_wait_s() + b.actor_wait_s);
+    stage_time.set_learner_forward_s(stage_time.learner_forward_s() + last.forward_s);
+    stage_time.set_learner_backward_s(stage_time.learner_backward_s() + last.backward_s);
+    stage_time.set_learner_optimizer_s(stage_time.learner_optimizer_s() + last.optimizer_s);
     env_steps += steps;
     ++learner_steps;
     unrolls += taken_unrolls;
@@ -296,6 +305,7 @@ v1::Status LearnerLoop::status() const {
   s.set_last_checkpoint_path(stats_.last_checkpoint);
   s.set_last_checkpoint_unix_s(stats_.last_checkpoint_unix_s);
   s.set_stopping(stop_requested_ || stop_.load());
+  *s.mutable_stage_time() = stats_.stage_time;
   return s;
 }
 
@@ -330,15 +340,22 @@ TrainResult LearnerLoop::run() {
       publish_status();
       last_status = now;
     }
+    v1::StageTimes& times = stats_.stage_time;
+    const auto wait_start = Clock::now();
     auto taken = ring_->take(static_cast<uint32_t>(B_), version_,
                              static_cast<uint64_t>(c_.learner.max_policy_lag), 100ms);
+    const auto batch_start = Clock::now();
+    times.set_learner_wait_s(times.learner_wait_s() + seconds(batch_start - wait_start));
     if (!taken) continue;
-    Batch batch = make_batch(*taken, ring_->layout(), spec_, T_, K_, c_.loss.discount, version_);
+    Batch batch = make_batch(*taken, ring_->layout(), spec_, c_, version_);
+    times.set_learner_batch_s(times.learner_batch_s() + seconds(Clock::now() - batch_start));
     const double progress = static_cast<double>(stats_.env_steps) / c_.run.total_steps;
     stats_.last = trainer_.learn(batch, progress);
+    const auto publish_start = Clock::now();
     ring_->release(*taken);
     trainer_.model()->write_flat(flat_.data());
     version_ = slab_->publish(flat_.data());
+    times.set_learner_publish_s(times.learner_publish_s() + seconds(Clock::now() - publish_start));
     stats_.add(batch, taken->size(), static_cast<uint64_t>(T_ * K_ * B_));
     now = Clock::now();
     reached_target = c_.run.target_return != 0 && stats_.recent.size() >= 100 &&

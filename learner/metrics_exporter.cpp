@@ -95,6 +95,19 @@ class StatusCollector final : public prometheus::Collectable {
     gauge("pronghorn_actors_desired", "Actor processes the supervisor keeps.", s.actors_desired());
     counter("pronghorn_actor_restarts_total", "Dead actors restarted.",
             static_cast<double>(s.actor_restarts()));
+    const v1::StageTimes& t = s.stage_time();
+    add("pronghorn_stage_seconds_total",
+        "Seconds spent per stage since this learner started (actors summed).",
+        MetricType::Counter,
+        {sample(t.actor_env_s(), {{"stage", "actor_env"}}),
+         sample(t.actor_policy_s(), {{"stage", "actor_policy"}}),
+         sample(t.actor_wait_s(), {{"stage", "actor_wait"}}),
+         sample(t.learner_wait_s(), {{"stage", "learner_wait"}}),
+         sample(t.learner_batch_s(), {{"stage", "learner_batch"}}),
+         sample(t.learner_forward_s(), {{"stage", "learner_forward"}}),
+         sample(t.learner_backward_s(), {{"stage", "learner_backward"}}),
+         sample(t.learner_optimizer_s(), {{"stage", "learner_optimizer"}}),
+         sample(t.learner_publish_s(), {{"stage", "learner_publish"}})});
     gauge("pronghorn_last_checkpoint_timestamp_seconds",
           "Unix time of the last checkpoint this learner wrote; 0 = none.",
           s.last_checkpoint_unix_s());

@@ -1,13 +1,14 @@
 #include "learner/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 namespace pronghorn::learner {
 
 Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
-                 const envs::EnvSpec& spec, int64_t T, int64_t K, double discount,
-                 uint64_t version) {
+                 const envs::EnvSpec& spec, const Config& config, uint64_t version) {
+  const int64_t T = config.actor.unroll_length, K = config.env.num_envs;
   auto field = [&](const buffer::TakenSlot& s, const buffer::Field& f, std::vector<int64_t> shape,
                    at::ScalarType dtype) {
     return at::from_blob(const_cast<uint8_t*>(s.data) + f.offset, shape, dtype);
@@ -32,12 +33,16 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
     const uint64_t lag = version - std::min(version, s.stamp.policy_version);
     b.lag_sum += lag;
     b.lag_max = std::max(b.lag_max, lag);
+    b.actor_env_s += s.stamp.env_us * 1e-6;
+    b.actor_policy_s += s.stamp.policy_us * 1e-6;
+    b.actor_wait_s += s.stamp.wait_us * 1e-6;
   }
   b.obs = at::cat(obs, 1);
   b.actions = at::cat(actions, 1);
   if (!continuous) b.actions = b.actions.to(at::kLong);
   b.rewards = at::cat(rewards, 1);
-  b.discounts = discount * (1 - at::cat(terminated, 1).to(at::kFloat));
+  if (config.loss.reward_scale != 1.0) b.rewards.mul_(config.loss.reward_scale);
+  b.discounts = config.loss.discount * (1 - at::cat(terminated, 1).to(at::kFloat));
   b.truncated = at::cat(truncated, 1);
   b.final_values = at::cat(final_values, 1);
   b.behaviour_log_probs = at::cat(behaviour, 1);
@@ -82,6 +87,11 @@ void Trainer::load_optimizer_state(const std::string& state) {
 }
 
 StepStats Trainer::learn(const Batch& b, double progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const auto forward_start = Clock::now();
   const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
   PolicyOutput out = model_->forward(b.obs.flatten(0, 1));  // [(T+1)·N, obs...]
   at::Tensor logits = out.logits.view({T + 1, N, -1});
@@ -121,9 +131,13 @@ StepStats Trainer::learn(const Batch& b, double progress) {
                                            advantages, targets, loss_options_)
                   : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs,
                                               advantages, targets, loss_options_);
+  StepStats s;
+  s.forward_s = seconds_since(forward_start);
+  const auto backward_start = Clock::now();
   optimizer_->zero_grad();
   loss.total.backward();
-  StepStats s;
+  s.backward_s = seconds_since(backward_start);
+  const auto optimizer_start = Clock::now();
   s.grad_norm = c_.learner.max_grad_norm > 0
                     ? torch::nn::utils::clip_grad_norm_(model_->parameters(),
                                                         c_.learner.max_grad_norm)
@@ -132,6 +146,7 @@ StepStats Trainer::learn(const Batch& b, double progress) {
                     (c_.learner.lr_schedule == "linear" ? std::max(0.0, 1.0 - progress) : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   optimizer_->step();
+  s.optimizer_s = seconds_since(optimizer_start);
   s.total = loss.total.item<double>();
   s.policy = loss.policy.item<double>();
   s.value = loss.value.item<double>();

@@ -29,15 +29,19 @@ struct Batch {
   at::Tensor truncated, final_values, behaviour_log_probs;  // [T, N]
   std::vector<float> episode_returns;  // of the episodes that ended in these unrolls
   uint64_t lag_sum = 0, lag_max = 0;   // policy versions behind `version`
+  double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;  // summed over the unrolls
 };
 
+// Rewards are scaled by loss.reward_scale and discounts are γ·(1 − terminated).
 Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
-                 const envs::EnvSpec& spec, int64_t T, int64_t K, double discount,
-                 uint64_t version);
+                 const envs::EnvSpec& spec, const Config& config, uint64_t version);
 
-// The loss terms and gradient norm of one step.
+// The loss terms and gradient norm of one step, and where its time went.
 struct StepStats {
   double total = 0, policy = 0, value = 0, entropy = 0, grad_norm = 0;
+  double forward_s = 0;    // model forward, V-trace or GAE, loss
+  double backward_s = 0;
+  double optimizer_s = 0;  // gradient clipping and the optimizer step
 };
 
 class Trainer {

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -181,11 +182,14 @@ TEST(CliTest, TrainPrintConfigPrintsTheResolvedConfigWithARunName) {
 }
 
 TEST(CliTest, ShippedConfigsAreValid) {
-  for (const char* name : {"cartpole"}) {
-    std::string path = std::string(PRONGHORN_SOURCE_DIR) + "/configs/" + name + ".toml";
-    Result r = pronghorn({"config", "-c", path});
-    EXPECT_EQ(r.code, 0) << path << ": " << r.err;
+  int checked = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(PRONGHORN_SOURCE_DIR) + "/configs")) {
+    Result r = pronghorn({"config", "-c", entry.path().string()});
+    EXPECT_EQ(r.code, 0) << entry.path() << ": " << r.err;
+    ++checked;
   }
+  EXPECT_GE(checked, 3) << "cartpole, pong and pendulum";
 }
 
 }  // namespace

@@ -105,7 +105,9 @@ TEST(ControlTest, StatusFieldsMoveWhileTraining) {
     const v1::Status s = get_status(*stub);
     return s.env_steps() > first.env_steps() && s.policy_version() > first.policy_version() &&
            s.uptime_s() > first.uptime_s() && s.unrolls_consumed() > first.unrolls_consumed() &&
-           s.episodes() > first.episodes() && s.sps() > 0 && s.episode_return().count() > 0;
+           s.episodes() > first.episodes() && s.sps() > 0 && s.episode_return().count() > 0 &&
+           s.stage_time().actor_env_s() > first.stage_time().actor_env_s() &&
+           s.stage_time().learner_forward_s() > first.stage_time().learner_forward_s();
   })) << "status moves with training";
 
   // The stream sends the same Status, newer each time.
@@ -293,6 +295,8 @@ TEST(ControlTest, MetricsScrapeWithCurl) {
   EXPECT_NE(out.find("# TYPE pronghorn_ring_occupancy_slots gauge"), std::string::npos) << out;
   EXPECT_NE(out.find("pronghorn_actors_alive 1"), std::string::npos) << out;
   EXPECT_NE(out.find("pronghorn_info{run=\"" + job.name + "\""), std::string::npos) << out;
+  EXPECT_NE(out.find("pronghorn_stage_seconds_total{stage=\"actor_env\"}"), std::string::npos)
+      << out;
   const size_t at = out.find("\npronghorn_env_steps_total ");
   ASSERT_NE(at, std::string::npos) << out;
   EXPECT_GT(std::stod(out.substr(at + 27)), 0);

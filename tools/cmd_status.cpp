@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -53,6 +54,20 @@ std::string table(const v1::Status& s) {
                           s.unrolls_consumed(), s.unrolls_dropped_stale()));
   row("actors", fmt::format("{} alive / {} desired, {} restarts", s.actors_alive(),
                             s.actors_desired(), s.actor_restarts()));
+  const auto& t = s.stage_time();
+  const double actor = std::max(1e-9, t.actor_env_s() + t.actor_policy_s() + t.actor_wait_s());
+  const double learner = std::max(1e-9, t.learner_wait_s() + t.learner_batch_s() +
+                                            t.learner_forward_s() + t.learner_backward_s() +
+                                            t.learner_optimizer_s() + t.learner_publish_s());
+  row("actor time", fmt::format("env {:.0f}%  policy {:.0f}%  waiting {:.0f}%",
+                                100 * t.actor_env_s() / actor, 100 * t.actor_policy_s() / actor,
+                                100 * t.actor_wait_s() / actor));
+  row("learner time",
+      fmt::format("waiting {:.0f}%  batch {:.0f}%  forward {:.0f}%  backward {:.0f}%  "
+                  "optimizer {:.0f}%  publish {:.0f}%",
+                  100 * t.learner_wait_s() / learner, 100 * t.learner_batch_s() / learner,
+                  100 * t.learner_forward_s() / learner, 100 * t.learner_backward_s() / learner,
+                  100 * t.learner_optimizer_s() / learner, 100 * t.learner_publish_s() / learner));
   row("checkpoint", s.last_checkpoint_path().empty()
                         ? std::string("none yet")
                         : fmt::format("{}  ({})", s.last_checkpoint_path(),

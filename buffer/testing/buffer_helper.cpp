@@ -30,7 +30,7 @@ static int produce(const std::string& name, uint64_t count, uint64_t actor, bool
     testing::fill(data, bytes, actor, seq, 0, half);
     if (slow) std::this_thread::sleep_for(std::chrono::microseconds(500 + testing::mix(seq) % 1500));
     testing::fill(data, bytes, actor, seq, half, testing::words(bytes));
-    ring->commit(*slot, {seq, 0, static_cast<uint32_t>(actor)});
+    ring->commit(*slot, {.policy_version = seq, .actor = static_cast<uint32_t>(actor)});
   }
   return 0;
 }
