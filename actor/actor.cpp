@@ -1,6 +1,5 @@
 #include "actor/actor.h"
 
-#include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -13,6 +12,7 @@
 #include "buffer/process.h"
 #include "buffer/ring.h"
 #include "buffer/weight_slab.h"
+#include "core/compute_threads.h"
 #include "core/model.h"
 #include "envs/env.h"
 
@@ -62,7 +62,7 @@ void sample_gaussian(const PolicyOutput& out, const envs::EnvSpec& spec, float* 
 }  // namespace
 
 void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
-  at::set_num_threads(static_cast<int>(o.config.actor.threads));
+  set_compute_threads(static_cast<int>(o.config.actor.threads));
   torch::manual_seed(o.config.run.seed * 7919 + o.actor_id);
   const int64_t T = o.config.actor.unroll_length, K = o.config.env.num_envs;
   auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + o.actor_id * 7 + 1);

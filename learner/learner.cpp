@@ -1,6 +1,5 @@
 #include "learner/learner.h"
 
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -19,6 +18,7 @@
 #include "buffer/process.h"
 #include "buffer/ring.h"
 #include "buffer/weight_slab.h"
+#include "core/compute_threads.h"
 #include "core/error.h"
 #include "core/fnv.h"
 #include "core/token.h"
@@ -396,7 +396,7 @@ TrainResult LearnerLoop::run() {
 }  // namespace
 
 TrainResult train(const TrainOptions& options, const std::atomic<bool>& stop) {
-  at::set_num_threads(options.config.learner.threads > 0
+  set_compute_threads(options.config.learner.threads > 0
                           ? static_cast<int>(options.config.learner.threads)
                           : 1);
   torch::manual_seed(options.config.run.seed);

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <vector>
 
+#include "core/compute_threads.h"
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
 #include "tools/cli.h"
@@ -129,7 +130,7 @@ CLI::App* add_bench_kernels(CLI::App& bench, std::function<void()>& run) {
   command->add_option("--repeats", args->repeats, "timed calls per figure (median)")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   run = [args] {
-    at::set_num_threads(args->threads);
+    set_compute_threads(args->threads);
     std::cout << fmt::format("bench kernels: {} intra-op thread(s)\n", at::get_num_threads());
     bench_shape(32, 2048, 6, args->repeats);
     bench_shape(80, 256, 6, args->repeats);
