@@ -12,7 +12,7 @@
 #include "buffer/process.h"
 #include "buffer/ring.h"
 #include "buffer/weight_slab.h"
-#include "core/compute_threads.h"
+#include "core/tensor_runtime.h"
 #include "core/model.h"
 #include "envs/env.h"
 
@@ -62,6 +62,7 @@ void sample_gaussian(const PolicyOutput& out, const envs::EnvSpec& spec, float* 
 }  // namespace
 
 void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
+  keep_freed_memory_in_heap();
   set_compute_threads(static_cast<int>(o.config.actor.threads));
   torch::manual_seed(o.config.run.seed * 7919 + o.actor_id);
   const int64_t T = o.config.actor.unroll_length, K = o.config.env.num_envs;

@@ -18,7 +18,7 @@
 #include "buffer/process.h"
 #include "buffer/ring.h"
 #include "buffer/weight_slab.h"
-#include "core/compute_threads.h"
+#include "core/tensor_runtime.h"
 #include "core/error.h"
 #include "core/fnv.h"
 #include "core/token.h"
@@ -396,6 +396,7 @@ TrainResult LearnerLoop::run() {
 }  // namespace
 
 TrainResult train(const TrainOptions& options, const std::atomic<bool>& stop) {
+  keep_freed_memory_in_heap();
   set_compute_threads(options.config.learner.threads > 0
                           ? static_cast<int>(options.config.learner.threads)
                           : 1);

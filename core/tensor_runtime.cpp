@@ -1,7 +1,8 @@
-#include "core/compute_threads.h"
+#include "core/tensor_runtime.h"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <malloc.h>
 
 namespace pronghorn {
 
@@ -13,6 +14,12 @@ void set_compute_threads(int threads) {
   if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     set(threads);
   }
+}
+
+void keep_freed_memory_in_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest allowed value
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);   // give memory back only past 1 GiB free at the top
+  mallopt(M_TOP_PAD, 64 << 20);         // grow the heap in 64 MiB steps
 }
 
 }  // namespace pronghorn

@@ -1,0 +1,21 @@
+// Process-wide settings for tensor maths, applied once at the start of an
+// actor or learner process.
+#pragma once
+
+namespace pronghorn {
+
+// How many threads tensor maths may use: LibTorch's intra-op pool and, when
+// LibTorch's BLAS is OpenBLAS, OpenBLAS's own pool, which at::set_num_threads
+// leaves alone. OpenBLAS otherwise starts one thread per core in every
+// process, and an actor's and the learner's matrix products fight over the
+// same cores: on 2 cores that cost a third of end-to-end throughput
+// (BENCHMARKS.md).
+void set_compute_threads(int threads);
+
+// Keeps freed blocks of up to 32 MiB in the heap. Each learner step
+// allocates and frees megabytes of activations; by default glibc returns such
+// blocks to the kernel and the next step faults them back in, zeroed: ten
+// times the page faults and about 15% of a CartPole learner's time.
+void keep_freed_memory_in_heap();
+
+}  // namespace pronghorn
