@@ -35,7 +35,7 @@ struct LearnerConfig {
   int64_t ring_slots = 16;       // unroll slots in the shared-memory ring
   int64_t max_policy_lag = 16;   // unrolls older than this many versions are dropped
   std::string optimizer = "adam";
-  double learning_rate = 5e-3;
+  double learning_rate = 7e-3;
   std::string lr_schedule = "linear";  // decays to 0 at run.total_steps, or "constant"
   double adam_eps = 1e-8;
   double rmsprop_alpha = 0.99;

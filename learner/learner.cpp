@@ -62,7 +62,6 @@ int actor_count(const Config& c) {
   return static_cast<int>(std::max(1L, cores - 1));  // the learner keeps one core
 }
 
-
 // The run's counters and recent statistics: the one source of metrics.jsonl,
 // the progress line, GetStatus and /metrics.
 struct RunStats {
@@ -75,7 +74,9 @@ struct RunStats {
   double last_checkpoint_unix_s = 0;
   v1::StageTimes stage_time;
 
-  void add(const Batch& b, size_t taken_unrolls, uint64_t steps) {
+  // One learner step on `b` (`taken_unrolls` unrolls, `steps` env steps).
+  void add(const Batch& b, const StepStats& step, size_t taken_unrolls, uint64_t steps) {
+    last = step;
     stage_time.set_actor_env_s(stage_time.actor_env_s() + b.actor_env_s);
     stage_time.set_actor_policy_s(stage_time.actor_policy_s() + b.actor_policy_s);
     stage_time.set_actor_wait_s(stage_time.actor_wait_s() + b.actor_wait_s);
@@ -164,7 +165,7 @@ class LearnerLoop {
   v1::Status status() const;
   void publish_status() { board_.publish(status()); }
   void report(Clock::time_point now);
-  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  double elapsed() const { return seconds(Clock::now() - start_); }
 
   const TrainOptions& o_;
   const Config& c_;
@@ -189,8 +190,8 @@ class LearnerLoop {
   bool stop_requested_ = false, checkpoint_at_stop_ = true;
   std::vector<std::promise<ControlReply>> stop_replies_;  // answered once stopped
   std::ofstream metrics_{o_.run_dir + "/metrics.jsonl", std::ios::app};
-  Clock::time_point last_report_ = start_;
-  uint64_t steps_at_report_ = stats_.env_steps;
+  Clock::time_point last_report_;
+  uint64_t steps_at_report_ = 0;  // both set when run() starts, after any resume
   std::vector<CurvePoint> curve_;
 };
 
@@ -311,25 +312,26 @@ v1::Status LearnerLoop::status() const {
 
 // A metrics.jsonl line, the curves and the progress line.
 void LearnerLoop::report(Clock::time_point now) {
-  const double seconds = std::chrono::duration<double>(now - start_).count();
-  stats_.sps = (stats_.env_steps - steps_at_report_) /
-               std::max(1e-9, std::chrono::duration<double>(now - last_report_).count());
+  const double elapsed_s = seconds(now - start_);
+  stats_.sps = (stats_.env_steps - steps_at_report_) / std::max(1e-9, seconds(now - last_report_));
   last_report_ = now;
   steps_at_report_ = stats_.env_steps;
   const v1::Status s = status();
   board_.publish(s);
   metrics_ << status_json(s) << "\n" << std::flush;
   if (!stats_.recent.empty()) {
-    curve_.push_back({static_cast<double>(stats_.env_steps), seconds, stats_.return_mean()});
+    curve_.push_back({static_cast<double>(stats_.env_steps), elapsed_s, stats_.return_mean()});
     write_curves_svg(o_.run_dir + "/curves.svg", c_.run.name + " on " + spec_.name, curve_);
   }
   std::fprintf(stderr, "\r%8.1fs  %10llu steps  %7.0f SPS  %6llu episodes  return %7.1f   ",
-               seconds, static_cast<unsigned long long>(stats_.env_steps), stats_.sps,
+               elapsed_s, static_cast<unsigned long long>(stats_.env_steps), stats_.sps,
                static_cast<unsigned long long>(stats_.episodes), stats_.return_mean());
 }
 
 TrainResult LearnerLoop::run() {
-  auto last_checkpoint = start_, last_status = start_;
+  auto last_checkpoint = Clock::now(), last_status = last_checkpoint;
+  last_report_ = last_checkpoint;
+  steps_at_report_ = stats_.env_steps;
   bool reached_target = false;
   while (!stop_.load() && !stop_requested_) {
     supervisor_->poll();
@@ -350,24 +352,21 @@ TrainResult LearnerLoop::run() {
     Batch batch = make_batch(*taken, ring_->layout(), spec_, c_, version_);
     times.set_learner_batch_s(times.learner_batch_s() + seconds(Clock::now() - batch_start));
     const double progress = static_cast<double>(stats_.env_steps) / c_.run.total_steps;
-    stats_.last = trainer_.learn(batch, progress);
+    const StepStats step = trainer_.learn(batch, progress);
     const auto publish_start = Clock::now();
     ring_->release(*taken);
     trainer_.model()->write_flat(flat_.data());
     version_ = slab_->publish(flat_.data());
     times.set_learner_publish_s(times.learner_publish_s() + seconds(Clock::now() - publish_start));
-    stats_.add(batch, taken->size(), static_cast<uint64_t>(T_ * K_ * B_));
+    stats_.add(batch, step, taken->size(), static_cast<uint64_t>(T_ * K_ * B_));
     now = Clock::now();
     reached_target = c_.run.target_return != 0 && stats_.recent.size() >= 100 &&
                      stats_.return_mean() >= c_.run.target_return;
     const bool done =
         reached_target || stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps);
-    if (done || std::chrono::duration<double>(now - last_report_).count() >=
-                    c_.run.report_interval_s) {
-      report(now);
-    }
+    if (done || seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
     if (c_.run.checkpoint_interval_s > 0 &&
-        std::chrono::duration<double>(now - last_checkpoint).count() >= c_.run.checkpoint_interval_s) {
+        seconds(now - last_checkpoint) >= c_.run.checkpoint_interval_s) {
       checkpoint();
       last_checkpoint = now;
     }

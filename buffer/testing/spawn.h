@@ -1,34 +1,17 @@
 // For buffer tests: start buffer_helper as a real process and reap it.
 #pragma once
 
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "core/testing/spawn.h"
 
 namespace pronghorn::buffer::testing {
 
-inline pid_t spawn_helper(const std::vector<std::string>& args) {
-  std::vector<std::string> all = {BUFFER_HELPER};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, BUFFER_HELPER, nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  return pid;
-}
+using pronghorn::testing::wait_exit;
 
-// The exit status, or 128 + signal for a killed process.
-inline int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+inline pid_t spawn_helper(const std::vector<std::string>& args) {
+  return pronghorn::testing::spawn(BUFFER_HELPER, args);
 }
 
 }  // namespace pronghorn::buffer::testing

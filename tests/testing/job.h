@@ -1,11 +1,6 @@
-// Helpers for tests that run `pronghorn` as real processes: start one, wait
-// for it, find its children and its shared-memory segments, poll a condition.
+// Helpers for tests that run `pronghorn` as real processes: start one, find
+// its children and its shared-memory segments, poll a condition.
 #pragma once
-
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -15,27 +10,15 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "core/testing/spawn.h"
 
 namespace pronghorn::testing {
 
 // `pronghorn --log-level warn <args…>` started in the background.
 inline pid_t start_pronghorn(const std::vector<std::string>& args) {
-  std::vector<std::string> all = {PRONGHORN_BIN, "--log-level", "warn"};
+  std::vector<std::string> all = {"--log-level", "warn"};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, PRONGHORN_BIN, nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  return pid;
-}
-
-// Its exit code, or 128 + the signal that killed it.
-inline int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return spawn(PRONGHORN_BIN, all);
 }
 
 inline std::vector<pid_t> children_of(pid_t pid) {
