@@ -1,9 +1,10 @@
 #include "core/model.h"
 
+#include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/init.h>
+#include <torch/nn/modules/pooling.h>
 
 #include <cstring>
 
@@ -26,20 +27,56 @@ ModelSpec model_spec_for(const envs::EnvSpec& env, const ModelConfig& config) {
   return spec;
 }
 
+namespace {
+
+// relu → conv 3×3 → relu → conv 3×3, plus the input (IMPALA's residual block).
+class ResidualBlockImpl : public torch::nn::Module {
+ public:
+  explicit ResidualBlockImpl(int64_t channels)
+      : first_(register_module("first", conv3x3(channels, channels))),
+        second_(register_module("second", conv3x3(channels, channels))) {}
+
+  at::Tensor forward(const at::Tensor& x) {
+    return x + second_->forward(at::relu(first_->forward(at::relu(x))));
+  }
+
+  static torch::nn::Conv2d conv3x3(int64_t in, int64_t out) {
+    return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1));
+  }
+
+ private:
+  torch::nn::Conv2d first_, second_;
+};
+TORCH_MODULE(ResidualBlock);
+
+// The IMPALA CNN (Espeholt et al. 2018): three sections of conv 3×3 →
+// max-pool 3×3 stride 2 → two residual blocks, with 16, 32, 32 channels,
+// then relu. Returns the flattened width.
+int64_t add_impala_cnn(torch::nn::Sequential& torso, const std::vector<int64_t>& chw) {
+  int64_t channels = chw[0], h = chw[1], w = chw[2];
+  for (int64_t out : {16, 32, 32}) {
+    torso->push_back(ResidualBlockImpl::conv3x3(channels, out));
+    torso->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    torso->push_back(ResidualBlock(out));
+    torso->push_back(ResidualBlock(out));
+    channels = out;
+    h = (h - 1) / 2 + 1;  // (h + 2·1 − 3) / 2 + 1
+    w = (w - 1) / 2 + 1;
+  }
+  torso->push_back(torch::nn::ReLU());
+  torso->push_back(torch::nn::Flatten());
+  return channels * h * w;
+}
+
+}  // namespace
+
 PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
   PRONGHORN_CHECK(spec.actions >= 1, "model: expected at least one action");
   torch::nn::Sequential torso;
   int64_t width = 1;
   if (spec.pixels) {
     PRONGHORN_CHECK(spec.obs_shape.size() == 3, "model: pixel observations need [C, H, W]");
-    const int64_t c = spec.obs_shape[0], h = spec.obs_shape[1], w = spec.obs_shape[2];
-    torso->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c, 16, 4).stride(2)));
-    torso->push_back(torch::nn::ReLU());
-    torso->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).stride(2)));
-    torso->push_back(torch::nn::ReLU());
-    torso->push_back(torch::nn::Flatten());
-    const int64_t h1 = (h - 4) / 2 + 1, w1 = (w - 4) / 2 + 1;
-    width = 32 * ((h1 - 3) / 2 + 1) * ((w1 - 3) / 2 + 1);
+    width = add_impala_cnn(torso, spec.obs_shape);
   } else {
     for (int64_t d : spec.obs_shape) width *= d;
   }

@@ -2,7 +2,7 @@
 // parameters in the same order, so weights travel as one flat float32
 // vector through the weight slab). DESIGN.md §3.
 //   vector observations → MLP (model.hidden, model.activation)
-//   image observations (uint8 [C, H, W]) → a small conv torso, then the MLP
+//   image observations (uint8 [C, H, W]) → the IMPALA CNN, then the MLP
 // Heads: categorical logits [N, A], or Gaussian mean [N, D] with a learned
 // state-independent log-std [D]; value [N].
 #pragma once

@@ -1,0 +1,81 @@
+#include "core/model.h"
+
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+namespace pronghorn {
+namespace {
+
+ModelSpec pixel_spec() {
+  ModelSpec spec;
+  spec.obs_shape = {1, 32, 32};
+  spec.pixels = true;
+  spec.actions = 3;
+  spec.hidden = {256};
+  spec.activation = "relu";
+  return spec;
+}
+
+TEST(ModelTest, ImpalaCnnHasThePapersLayersAndShapes) {
+  PolicyNet net(pixel_spec());
+  // Per section (in → out channels): conv 3×3 (9·in·out + out), two residual
+  // blocks of two convs 3×3 (9·out·out + out each); 32×32 → 16 → 8 → 4.
+  auto section = [](int64_t in, int64_t out) {
+    return (9 * in * out + out) + 4 * (9 * out * out + out);
+  };
+  const int64_t torso = section(1, 16) + section(16, 32) + section(32, 32);
+  const int64_t fc = 32 * 4 * 4 * 256 + 256;
+  const int64_t heads = (256 * 3 + 3) + (256 + 1);
+  EXPECT_EQ(net->parameter_count(), torso + fc + heads);
+
+  at::Tensor frames = at::randint(0, 256, {5, 1, 32, 32}).to(at::kByte);
+  PolicyOutput out = net->forward(frames);
+  EXPECT_EQ(out.logits.sizes(), (at::IntArrayRef{5, 3}));
+  EXPECT_EQ(out.value.sizes(), (at::IntArrayRef{5}));
+  // The same frames as floats in [0, 1] give the same outputs: uint8 is scaled.
+  PolicyOutput scaled = net->forward(frames.to(at::kFloat).div(255));
+  EXPECT_TRUE(at::allclose(out.logits, scaled.logits));
+}
+
+TEST(ModelTest, ImpalaCnnMatchesAReferenceBuiltFromItsParameters) {
+  PolicyNet net(pixel_spec());
+  std::map<std::string, at::Tensor> p;
+  for (const auto& item : net->named_parameters()) p[item.key()] = item.value().detach();
+  auto conv = [&](const at::Tensor& x, const std::string& name) {
+    return at::conv2d(x, p.at(name + ".weight"), p.at(name + ".bias"), 1, 1);
+  };
+  // Sections at torso.0, torso.4, torso.8: conv, pool, two residual blocks.
+  at::Tensor x = at::rand({3, 1, 32, 32});
+  at::Tensor h = x;
+  for (int section : {0, 4, 8}) {
+    h = at::max_pool2d(conv(h, fmt::format("torso.{}", section)), 3, 2, 1);
+    for (int block : {section + 2, section + 3}) {
+      const std::string b = fmt::format("torso.{}", block);
+      h = h + conv(at::relu(conv(at::relu(h), b + ".first")), b + ".second");
+    }
+  }
+  h = at::relu(at::linear(at::relu(h).flatten(1), p.at("torso.14.weight"), p.at("torso.14.bias")));
+  at::Tensor logits = at::linear(h, p.at("policy.weight"), p.at("policy.bias"));
+  at::Tensor value = at::linear(h, p.at("value.weight"), p.at("value.bias")).squeeze(-1);
+  torch::NoGradGuard no_grad;
+  PolicyOutput out = net->forward(x);
+  EXPECT_TRUE(at::allclose(out.logits, logits, 1e-4, 1e-6));
+  EXPECT_TRUE(at::allclose(out.value, value, 1e-4, 1e-6));
+}
+
+TEST(ModelTest, MlpOverPixelsScalesBytes) {
+  ModelSpec spec = pixel_spec();
+  spec.pixels = false;  // model.kind = "mlp" on an image env
+  PolicyNet net(spec);
+  EXPECT_EQ(net->parameter_count(), (1024 * 256 + 256) + (256 * 3 + 3) + (256 + 1));
+  at::Tensor frames = at::randint(0, 256, {4, 1, 32, 32}).to(at::kByte);
+  EXPECT_TRUE(at::allclose(net->forward(frames).logits,
+                           net->forward(frames.to(at::kFloat).div(255)).logits));
+}
+
+}  // namespace
+}  // namespace pronghorn
