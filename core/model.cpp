@@ -116,7 +116,7 @@ int64_t PolicyNetImpl::parameter_count() {
 
 void PolicyNetImpl::write_flat(float* out) {
   for (const at::Tensor& p : parameters()) {
-    at::Tensor c = p.detach().contiguous();
+    at::Tensor c = p.detach().to(at::kCPU).contiguous();  // a copy when the model is on a GPU
     std::memcpy(out, c.data_ptr<float>(), sizeof(float) * c.numel());
     out += c.numel();
   }
@@ -125,7 +125,7 @@ void PolicyNetImpl::write_flat(float* out) {
 void PolicyNetImpl::read_flat(const float* in) {
   torch::NoGradGuard no_grad;
   for (at::Tensor& p : parameters()) {
-    p.copy_(at::from_blob(const_cast<float*>(in), p.sizes(), at::kFloat));
+    p.copy_(at::from_blob(const_cast<float*>(in), p.sizes(), at::kFloat));  // to p's device
     in += p.numel();
   }
 }

@@ -23,6 +23,7 @@
 #include "core/fnv.h"
 #include "core/token.h"
 #include "envs/env.h"
+#include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
 #include "learner/control_board.h"
 #include "learner/control_server.h"
@@ -136,8 +137,9 @@ class LearnerLoop {
                                                  slab_name_, "--config", o.run_dir + "/config.toml",
                                                  "--learner-pid", std::to_string(getpid())},
                         actors);
-    spdlog::info("training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}",
-                 c_.run.name, spec_.name, actors, K_, T_, B_);
+    prefetcher_.emplace(*ring_, spec_, c_, version_);
+    spdlog::info("training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
+                 c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
   }
 
   TrainResult run();
@@ -164,6 +166,7 @@ class LearnerLoop {
   void handle(ControlBoard::Pending& pending);
   v1::Status status() const;
   void publish_status() { board_.publish(status()); }
+  void learn(PreparedBatch& prepared);
   void report(Clock::time_point now);
   double elapsed() const { return seconds(Clock::now() - start_); }
 
@@ -187,6 +190,7 @@ class LearnerLoop {
   std::optional<ControlServer> server_;
   std::optional<MetricsExporter> metrics_exporter_;
   std::optional<Supervisor> supervisor_;
+  std::optional<BatchPrefetcher> prefetcher_;  // stopped before the actors
   bool stop_requested_ = false, checkpoint_at_stop_ = true;
   std::vector<std::promise<ControlReply>> stop_replies_;  // answered once stopped
   std::ofstream metrics_{o_.run_dir + "/metrics.jsonl", std::ios::app};
@@ -310,6 +314,20 @@ v1::Status LearnerLoop::status() const {
   return s;
 }
 
+// One learner step on a prepared batch; weights published.
+void LearnerLoop::learn(PreparedBatch& prepared) {
+  v1::StageTimes& times = stats_.stage_time;
+  times.set_learner_batch_s(times.learner_batch_s() + prepared.batch_s);
+  const double progress = static_cast<double>(stats_.env_steps) / c_.run.total_steps;
+  const StepStats step = trainer_.learn(prepared.batch, progress);
+  const auto publish_start = Clock::now();
+  trainer_.model()->write_flat(flat_.data());
+  version_ = slab_->publish(flat_.data());
+  prefetcher_->set_version(version_);
+  times.set_learner_publish_s(times.learner_publish_s() + seconds(Clock::now() - publish_start));
+  stats_.add(prepared.batch, step, prepared.unrolls, static_cast<uint64_t>(T_ * K_ * B_));
+}
+
 // A metrics.jsonl line, the curves and the progress line.
 void LearnerLoop::report(Clock::time_point now) {
   const double elapsed_s = seconds(now - start_);
@@ -342,36 +360,28 @@ TrainResult LearnerLoop::run() {
       publish_status();
       last_status = now;
     }
-    v1::StageTimes& times = stats_.stage_time;
     const auto wait_start = Clock::now();
-    auto taken = ring_->take(static_cast<uint32_t>(B_), version_,
-                             static_cast<uint64_t>(c_.learner.max_policy_lag), 100ms);
-    const auto batch_start = Clock::now();
-    times.set_learner_wait_s(times.learner_wait_s() + seconds(batch_start - wait_start));
-    if (!taken) continue;
-    Batch batch = make_batch(*taken, ring_->layout(), spec_, c_, version_);
-    times.set_learner_batch_s(times.learner_batch_s() + seconds(Clock::now() - batch_start));
-    const double progress = static_cast<double>(stats_.env_steps) / c_.run.total_steps;
-    const StepStats step = trainer_.learn(batch, progress);
-    const auto publish_start = Clock::now();
-    ring_->release(*taken);
-    trainer_.model()->write_flat(flat_.data());
-    version_ = slab_->publish(flat_.data());
-    times.set_learner_publish_s(times.learner_publish_s() + seconds(Clock::now() - publish_start));
-    stats_.add(batch, step, taken->size(), static_cast<uint64_t>(T_ * K_ * B_));
+    std::optional<PreparedBatch> prepared = prefetcher_->next(100ms);
+    v1::StageTimes& times = stats_.stage_time;
+    times.set_learner_wait_s(times.learner_wait_s() + seconds(Clock::now() - wait_start));
+    if (!prepared) continue;
+    learn(*prepared);
     now = Clock::now();
     reached_target = c_.run.target_return != 0 && stats_.recent.size() >= 100 &&
                      stats_.return_mean() >= c_.run.target_return;
     const bool done =
         reached_target || stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps);
-    if (done || seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
+    if (done) break;
+    if (seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
     if (c_.run.checkpoint_interval_s > 0 &&
         seconds(now - last_checkpoint) >= c_.run.checkpoint_interval_s) {
       checkpoint();
       last_checkpoint = now;
     }
-    if (done) break;
   }
+  // The batch prepared during the last step left the ring: train on it too.
+  if (std::optional<PreparedBatch> left = prefetcher_->stop()) learn(*left);
+  report(Clock::now());
   std::string final_checkpoint;
   if (checkpoint_at_stop_ && (stats_.learner_steps > 0 || stop_requested_)) {
     final_checkpoint = checkpoint();

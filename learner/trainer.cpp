@@ -4,6 +4,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "core/error.h"
+
 namespace pronghorn::learner {
 
 Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
@@ -49,10 +51,20 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
   return b;
 }
 
+at::Device learner_device(const std::string& setting) {
+  const bool cuda = torch::cuda::is_available();
+  if (setting == "cuda") {
+    PRONGHORN_CHECK(cuda, "learner.device = \"cuda\": no CUDA device usable by LibTorch here "
+                          "(a CPU build of LibTorch, or no GPU visible); use \"auto\" or \"cpu\"");
+  }
+  return setting == "cpu" || !cuda ? at::Device(at::kCPU) : at::Device(at::kCUDA);
+}
+
 Trainer::Trainer(const Config& c, const envs::EnvSpec& spec)
-  : c_(c), model_(model_spec_for(spec, c.model)),
+  : c_(c), device_(learner_device(c.learner.device)), model_(model_spec_for(spec, c.model)),
       continuous_(spec.action_kind == envs::ActionKind::kContinuous),
       use_gae_(c.loss.kind == "ppo" && c.loss.advantages == "gae") {
+  model_->to(device_);  // before the optimizer takes its parameters
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
                     static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
   loss_options_.kind = c.loss.kind == "ppo" ? kernels::LossKind::kPpo : kernels::LossKind::kImpala;
@@ -86,12 +98,29 @@ void Trainer::load_optimizer_state(const std::string& state) {
   optimizer_->load(archive);
 }
 
-StepStats Trainer::learn(const Batch& b, double progress) {
+// On CUDA: each field through pinned memory, copied without blocking the host
+// (the stream orders it before the forward pass that reads it).
+Batch Trainer::on_device(const Batch& cpu) const {
+  if (device_.is_cpu()) return cpu;
+  auto move = [&](const at::Tensor& t) { return t.pin_memory().to(device_, /*non_blocking=*/true); };
+  Batch b = cpu;
+  b.obs = move(cpu.obs);
+  b.actions = move(cpu.actions);
+  b.rewards = move(cpu.rewards);
+  b.discounts = move(cpu.discounts);
+  b.truncated = move(cpu.truncated);
+  b.final_values = move(cpu.final_values);
+  b.behaviour_log_probs = move(cpu.behaviour_log_probs);
+  return b;
+}
+
+StepStats Trainer::learn(const Batch& batch, double progress) {
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   const auto forward_start = Clock::now();
+  const Batch b = on_device(batch);
   const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
   PolicyOutput out = model_->forward(b.obs.flatten(0, 1));  // [(T+1)·N, obs...]
   at::Tensor logits = out.logits.view({T + 1, N, -1});

@@ -44,10 +44,14 @@ struct StepStats {
   double optimizer_s = 0;  // gradient clipping and the optimizer step
 };
 
+// The model and optimizer live on learner.device: "auto" is CUDA when
+// LibTorch has it and a GPU is visible, else the CPU; "cuda" without one is an
+// Error. Batches arrive on the CPU and move over in learn().
 class Trainer {
  public:
   Trainer(const Config& config, const envs::EnvSpec& spec);
 
+  at::Device device() const { return device_; }
   PolicyNet& model() { return model_; }
   std::string optimizer_state();
   void load_optimizer_state(const std::string& state);
@@ -56,7 +60,10 @@ class Trainer {
   StepStats learn(const Batch& batch, double progress);
 
  private:
+  Batch on_device(const Batch& cpu) const;
+
   Config c_;
+  at::Device device_;
   PolicyNet model_;
   bool continuous_;  // Gaussian head
   bool use_gae_;     // PPO on GAE(λ) advantages instead of V-trace

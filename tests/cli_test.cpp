@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -179,6 +180,19 @@ TEST(CliTest, TrainPrintConfigPrintsTheResolvedConfigWithARunName) {
   Result r = pronghorn({"train", "--print-config", "--set", "run.name=abc"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("name = \"abc\""), std::string::npos) << r.out;
+}
+
+// Debian's LibTorch is a CPU build, so asking for CUDA is an error naming the
+// key, never a silent run on the CPU.
+TEST(CliTest, CudaLearnerWithoutCudaIsAnErrorNotASilentFallback) {
+  const std::string dir = ::testing::TempDir() + "/cli-test-cuda-" + std::to_string(getpid());
+  Result r = pronghorn({"train", "--run-dir", dir, "--set", "learner.device=cuda", "--set",
+                        "run.total_steps=1", "--set", "server.address=127.0.0.1:0", "--set",
+                        "server.metrics_port=-1"});
+  if (r.code == 0) GTEST_SKIP() << "this LibTorch has CUDA and a GPU is visible";
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("learner.device = \"cuda\""), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(CliTest, ShippedConfigsAreValid) {

@@ -1,0 +1,70 @@
+#include "learner/batch_prefetcher.h"
+
+namespace pronghorn::learner {
+
+using Clock = std::chrono::steady_clock;
+
+BatchPrefetcher::BatchPrefetcher(buffer::Ring& ring, const envs::EnvSpec& spec,
+                                 const Config& config, uint64_t version)
+    : ring_(ring), spec_(spec), config_(config), version_(version), thread_([this] { run(); }) {}
+
+BatchPrefetcher::~BatchPrefetcher() { stop(); }
+
+std::optional<PreparedBatch> BatchPrefetcher::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::optional<PreparedBatch> left = std::move(mailbox_);
+  mailbox_.reset();
+  return left;
+}
+
+void BatchPrefetcher::run() {
+  try {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || !mailbox_; });
+        if (stopping_) return;
+      }
+      const auto wait_start = Clock::now();
+      const uint64_t version = version_.load();
+      // A short timeout: the stop flag is looked at between takes.
+      auto taken = ring_.take(static_cast<uint32_t>(config_.learner.batch_size), version,
+                              static_cast<uint64_t>(config_.learner.max_policy_lag),
+                              std::chrono::milliseconds(100));
+      if (!taken) continue;
+      const auto batch_start = Clock::now();
+      PreparedBatch prepared{make_batch(*taken, ring_.layout(), spec_, config_, version),
+                             taken->size(),
+                             std::chrono::duration<double>(batch_start - wait_start).count(), 0};
+      ring_.release(*taken);  // make_batch copied every field out of the slots
+      prepared.batch_s = std::chrono::duration<double>(Clock::now() - batch_start).count();
+      {
+        std::lock_guard lock(mutex_);
+        mailbox_ = std::move(prepared);
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {  // handed to the learner's loop, which decides
+    std::lock_guard lock(mutex_);
+    error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+std::optional<PreparedBatch> BatchPrefetcher::next(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return mailbox_.has_value() || error_; });
+  if (error_) std::rethrow_exception(error_);
+  std::optional<PreparedBatch> out = std::move(mailbox_);
+  mailbox_.reset();
+  lock.unlock();
+  changed_.notify_all();  // the thread may prepare the next one
+  return out;
+}
+
+}  // namespace pronghorn::learner
