@@ -12,8 +12,8 @@
 #include "buffer/process.h"
 #include "buffer/ring.h"
 #include "buffer/weight_slab.h"
-#include "core/tensor_runtime.h"
 #include "core/model.h"
+#include "core/tensor_runtime.h"
 #include "envs/env.h"
 
 namespace pronghorn::actor {
@@ -26,12 +26,6 @@ uint32_t microseconds(Clock::duration d) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
   return static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
 }
-
-// Per-env episode bookkeeping, to record finished episodes in the slot.
-struct EpisodeTracker {
-  std::vector<float> returns;
-  std::vector<int32_t> lengths;
-};
 
 // Samples one action per row of logits; writes actions and their log-probs.
 void sample_discrete(const at::Tensor& logits, int32_t* actions, float* log_probs) {

@@ -1,7 +1,7 @@
 #include "core/model.h"
 
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <map>

@@ -13,7 +13,8 @@ namespace pronghorn {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  const std::string path = ::testing::TempDir() + "/token-test-" + std::to_string(getpid()) + "-" + name;
+  const std::string path =
+      ::testing::TempDir() + "/token-test-" + std::to_string(getpid()) + "-" + name;
   std::filesystem::remove(path);
   return path;
 }

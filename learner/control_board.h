@@ -30,9 +30,9 @@ struct ControlRequest {
 };
 
 struct ControlReply {
-  std::string error;            // empty on success
-  bool job_ending = false;      // refused because the job is stopping
-  std::string checkpoint_path;  // kSaveCheckpoint, graceful kStop
+  std::string error;                    // empty on success
+  bool job_ending = false;              // refused because the job is stopping
+  std::string checkpoint_path;          // kSaveCheckpoint, graceful kStop
   int previous_actors = 0, actors = 0;  // kScaleActors
 };
 

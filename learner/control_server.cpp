@@ -36,7 +36,8 @@ std::shared_ptr<grpc::ServerCredentials> credentials(const ServerConfig& c) {
   grpc::SslServerCredentialsOptions options(
       c.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  if (!c.tls_client_ca.empty()) options.pem_root_certs = read_pem("server.tls_client_ca", c.tls_client_ca);
+  if (!c.tls_client_ca.empty())
+    options.pem_root_certs = read_pem("server.tls_client_ca", c.tls_client_ca);
   options.pem_key_cert_pairs.push_back(
       {read_pem("server.tls_key", c.tls_key), read_pem("server.tls_cert", c.tls_cert)});
   return grpc::SslServerCredentials(options);
@@ -101,8 +102,8 @@ class LearnerService final : public v1::Learner::Service {
                     v1::StopReply* reply) override {
     if (grpc::Status denied = authorize(context, true); !denied.ok()) return denied;
     ControlReply r;
-    grpc::Status status = carry_out(
-        {.kind = ControlRequest::Kind::kStop, .graceful = request->graceful()}, r);
+    grpc::Status status =
+        carry_out({.kind = ControlRequest::Kind::kStop, .graceful = request->graceful()}, r);
     reply->set_checkpoint_path(r.checkpoint_path);
     return status;
   }

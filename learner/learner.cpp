@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <torch/torch.h>
 #include <unistd.h>
-
-#include <sys/mman.h>
 
 #include <chrono>
 #include <cstring>
@@ -18,9 +17,9 @@
 #include "buffer/process.h"
 #include "buffer/ring.h"
 #include "buffer/weight_slab.h"
-#include "core/tensor_runtime.h"
 #include "core/error.h"
 #include "core/fnv.h"
+#include "core/tensor_runtime.h"
 #include "core/token.h"
 #include "envs/env.h"
 #include "learner/batch_prefetcher.h"
@@ -112,10 +111,16 @@ void write_server_address(const std::string& run_dir, const std::string& configu
 class LearnerLoop {
  public:
   LearnerLoop(const TrainOptions& o, const std::atomic<bool>& stop)
-      : o_(o), c_(o.config), stop_(stop), T_(c_.actor.unroll_length), K_(c_.env.num_envs),
-        B_(c_.learner.batch_size), spec_(probe_spec(c_)),
+      : o_(o),
+        c_(o.config),
+        stop_(stop),
+        T_(c_.actor.unroll_length),
+        K_(c_.env.num_envs),
+        B_(c_.learner.batch_size),
+        spec_(probe_spec(c_)),
         id_(fmt::format("{}-{}", c_.run.name, getpid())),
-        ring_name_("/pronghorn-" + id_ + "-ring"), slab_name_("/pronghorn-" + id_ + "-slab"),
+        ring_name_("/pronghorn-" + id_ + "-ring"),
+        slab_name_("/pronghorn-" + id_ + "-slab"),
         ring_(create_ring(c_, ring_name_, spec_)),
         trainer_(c_, spec_),
         slab_(buffer::WeightSlab::create(slab_name_, trainer_.model()->parameter_count())),
@@ -138,8 +143,9 @@ class LearnerLoop {
                                                  "--learner-pid", std::to_string(getpid())},
                         actors);
     prefetcher_.emplace(*ring_, spec_, c_, version_);
-    spdlog::info("training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
-                 c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
+    spdlog::info(
+        "training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
+        c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
   }
 
   TrainResult run();
@@ -153,9 +159,9 @@ class LearnerLoop {
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,
                                                    const envs::EnvSpec& spec) {
     remove_stale_segments(c.run.name);
-    return buffer::Ring::create(name, buffer::unroll_spec_for(spec, c.actor.unroll_length,
-                                                              c.env.num_envs),
-                                static_cast<uint32_t>(c.learner.ring_slots));
+    return buffer::Ring::create(
+        name, buffer::unroll_spec_for(spec, c.actor.unroll_length, c.env.num_envs),
+        static_cast<uint32_t>(c.learner.ring_slots));
   }
   std::string server_token() const {
     return c_.server.token_file.empty() ? read_or_create_token_file(o_.run_dir + "/token")
@@ -231,7 +237,8 @@ std::string LearnerLoop::checkpoint() {
   ck.optimizer = trainer_.optimizer_state();
   at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
   ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
-  stats_.last_checkpoint = save_checkpoint(checkpoints_, ck, static_cast<int>(c_.run.keep_checkpoints));
+  stats_.last_checkpoint =
+      save_checkpoint(checkpoints_, ck, static_cast<int>(c_.run.keep_checkpoints));
   stats_.last_checkpoint_unix_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return stats_.last_checkpoint;
@@ -406,9 +413,8 @@ TrainResult LearnerLoop::run() {
 
 TrainResult train(const TrainOptions& options, const std::atomic<bool>& stop) {
   keep_freed_memory_in_heap();
-  set_compute_threads(options.config.learner.threads > 0
-                          ? static_cast<int>(options.config.learner.threads)
-                          : 1);
+  set_compute_threads(
+      options.config.learner.threads > 0 ? static_cast<int>(options.config.learner.threads) : 1);
   torch::manual_seed(options.config.run.seed);
   return LearnerLoop(options, stop).run();
 }

@@ -53,8 +53,9 @@ class StatusCollector final : public prometheus::Collectable {
     };
     add("pronghorn_info", "The run: name, env and config digest as labels; always 1.",
         MetricType::Gauge,
-        {sample(1, {{"run", s.run_name()}, {"env", s.env_name()},
-                    {"config_digest", s.config_digest()}})});
+        {sample(
+            1,
+            {{"run", s.run_name()}, {"env", s.env_name()}, {"config_digest", s.config_digest()}})});
     gauge("pronghorn_uptime_seconds", "Seconds since this learner started training.", s.uptime_s());
     counter("pronghorn_env_steps_total", "Env steps trained on since the run began.",
             static_cast<double>(s.env_steps()));
@@ -77,7 +78,8 @@ class StatusCollector final : public prometheus::Collectable {
          sample(s.loss().value(), {{"term", "value"}})});
     gauge("pronghorn_policy_entropy_nats", "Mean policy entropy, last learner step.",
           s.loss().entropy());
-    gauge("pronghorn_grad_norm", "Gradient norm before clipping, last learner step.", s.grad_norm());
+    gauge("pronghorn_grad_norm", "Gradient norm before clipping, last learner step.",
+          s.grad_norm());
     gauge("pronghorn_policy_lag_mean", "Policy versions between acting and learning, mean.",
           s.policy_lag_mean());
     gauge("pronghorn_policy_lag_max", "Policy versions between acting and learning, max.",
@@ -97,8 +99,7 @@ class StatusCollector final : public prometheus::Collectable {
             static_cast<double>(s.actor_restarts()));
     const v1::StageTimes& t = s.stage_time();
     add("pronghorn_stage_seconds_total",
-        "Seconds spent per stage since this learner started (actors summed).",
-        MetricType::Counter,
+        "Seconds spent per stage since this learner started (actors summed).", MetricType::Counter,
         {sample(t.actor_env_s(), {{"stage", "actor_env"}}),
          sample(t.actor_policy_s(), {{"stage", "actor_policy"}}),
          sample(t.actor_wait_s(), {{"stage", "actor_wait"}}),

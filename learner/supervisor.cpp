@@ -56,8 +56,7 @@ void Supervisor::poll() {
       if (waitpid(a.pid, &status, WNOHANG) != a.pid) continue;
       spdlog::warn("actor {} (pid {}) {} {}; restarting in {} ms", i, a.pid,
                    WIFSIGNALED(status) ? "killed by signal" : "exited with",
-                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
-                   a.backoff.count());
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), a.backoff.count());
       if (now - a.started > std::chrono::seconds(60)) a.backoff = std::chrono::milliseconds(500);
       a.pid = -1;
       a.restart_at = now + a.backoff;

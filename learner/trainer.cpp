@@ -51,17 +51,24 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
   return b;
 }
 
+namespace {
+
 at::Device learner_device(const std::string& setting) {
   const bool cuda = torch::cuda::is_available();
   if (setting == "cuda") {
-    PRONGHORN_CHECK(cuda, "learner.device = \"cuda\": no CUDA device usable by LibTorch here "
-                          "(a CPU build of LibTorch, or no GPU visible); use \"auto\" or \"cpu\"");
+    PRONGHORN_CHECK(cuda,
+                    "learner.device = \"cuda\": no CUDA device usable by LibTorch here "
+                    "(a CPU build of LibTorch, or no GPU visible); use \"auto\" or \"cpu\"");
   }
   return setting == "cpu" || !cuda ? at::Device(at::kCPU) : at::Device(at::kCUDA);
 }
 
+}  // namespace
+
 Trainer::Trainer(const Config& c, const envs::EnvSpec& spec)
-  : c_(c), device_(learner_device(c.learner.device)), model_(model_spec_for(spec, c.model)),
+    : c_(c),
+      device_(learner_device(c.learner.device)),
+      model_(model_spec_for(spec, c.model)),
       continuous_(spec.action_kind == envs::ActionKind::kContinuous),
       use_gae_(c.loss.kind == "ppo" && c.loss.advantages == "gae") {
   model_->to(device_);  // before the optimizer takes its parameters
@@ -102,7 +109,9 @@ void Trainer::load_optimizer_state(const std::string& state) {
 // (the stream orders it before the forward pass that reads it).
 Batch Trainer::on_device(const Batch& cpu) const {
   if (device_.is_cpu()) return cpu;
-  auto move = [&](const at::Tensor& t) { return t.pin_memory().to(device_, /*non_blocking=*/true); };
+  auto move = [&](const at::Tensor& t) {
+    return t.pin_memory().to(device_, /*non_blocking=*/true);
+  };
   Batch b = cpu;
   b.obs = move(cpu.obs);
   b.actions = move(cpu.actions);
@@ -130,8 +139,7 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
   const kernels::Truncation truncation{b.truncated, b.final_values};
   const kernels::VtraceParams& vp = vtrace_params_;
   // Gaussian heads: the log-std of steps 0 … T−1, [T, N, D].
-  at::Tensor log_std =
-      continuous_ ? out.log_std.view({T + 1, N, -1}).slice(0, 0, T) : at::Tensor();
+  at::Tensor log_std = continuous_ ? out.log_std.view({T + 1, N, -1}).slice(0, 0, T) : at::Tensor();
   at::Tensor advantages, targets;
   {
     at::NoGradGuard no_grad;
@@ -144,22 +152,22 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
                                              bootstrap, vp, truncation);
       advantages = r.pg_advantages, targets = r.vs;
     } else if (use_gae_) {
-      auto r = kernels::gae_from_logits(head.detach(), b.actions, b.behaviour_log_probs,
-                                        b.discounts, b.rewards, v.detach(), bootstrap, vp,
-                                        truncation);
+      auto r =
+          kernels::gae_from_logits(head.detach(), b.actions, b.behaviour_log_probs, b.discounts,
+                                   b.rewards, v.detach(), bootstrap, vp, truncation);
       advantages = r.advantages, targets = r.returns;
     } else {
-      auto r = kernels::vtrace_from_logits(head.detach(), b.actions, b.behaviour_log_probs,
-                                           b.discounts, b.rewards, v.detach(), bootstrap, vp,
-                                           truncation);
+      auto r =
+          kernels::vtrace_from_logits(head.detach(), b.actions, b.behaviour_log_probs, b.discounts,
+                                      b.rewards, v.detach(), bootstrap, vp, truncation);
       advantages = r.pg_advantages, targets = r.vs;
     }
   }
   kernels::LossResult loss =
       continuous_ ? kernels::gaussian_loss(head, log_std, v, b.actions, b.behaviour_log_probs,
                                            advantages, targets, loss_options_)
-                  : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs,
-                                              advantages, targets, loss_options_);
+                  : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs, advantages,
+                                              targets, loss_options_);
   StepStats s;
   s.forward_s = seconds_since(forward_start);
   const auto backward_start = Clock::now();
@@ -167,10 +175,9 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
   loss.total.backward();
   s.backward_s = seconds_since(backward_start);
   const auto optimizer_start = Clock::now();
-  s.grad_norm = c_.learner.max_grad_norm > 0
-                    ? torch::nn::utils::clip_grad_norm_(model_->parameters(),
-                                                        c_.learner.max_grad_norm)
-                    : 0.0;
+  s.grad_norm = c_.learner.max_grad_norm > 0 ? torch::nn::utils::clip_grad_norm_(
+                                                   model_->parameters(), c_.learner.max_grad_norm)
+                                             : 0.0;
   const double lr = c_.learner.learning_rate *
                     (c_.learner.lr_schedule == "linear" ? std::max(0.0, 1.0 - progress) : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);

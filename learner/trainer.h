@@ -23,9 +23,9 @@ namespace pronghorn::learner {
 // One batch of B unrolls as tensors over the ring's slots (one copy per slot
 // per field, by at::cat; DESIGN.md §9).
 struct Batch {
-  at::Tensor obs;                  // [T+1, N, obs...], N = B·K
-  at::Tensor actions;              // [T, N] int64, or [T, N, D] float
-  at::Tensor rewards, discounts;   // [T, N]
+  at::Tensor obs;                                           // [T+1, N, obs...], N = B·K
+  at::Tensor actions;                                       // [T, N] int64, or [T, N, D] float
+  at::Tensor rewards, discounts;                            // [T, N]
   at::Tensor truncated, final_values, behaviour_log_probs;  // [T, N]
   std::vector<float> episode_returns;  // of the episodes that ended in these unrolls
   uint64_t lag_sum = 0, lag_max = 0;   // policy versions behind `version`
@@ -39,7 +39,7 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
 // The loss terms and gradient norm of one step, and where its time went.
 struct StepStats {
   double total = 0, policy = 0, value = 0, entropy = 0, grad_norm = 0;
-  double forward_s = 0;    // model forward, V-trace or GAE, loss
+  double forward_s = 0;  // model forward, V-trace or GAE, loss
   double backward_s = 0;
   double optimizer_s = 0;  // gradient clipping and the optimizer step
 };

@@ -39,18 +39,32 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
     append_string(out, key);
     out += ": ";
     switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_UINT64: out += fmt::format("{}", reflection->GetUInt64(m, f)); break;
-      case FieldDescriptor::CPPTYPE_UINT32: out += fmt::format("{}", reflection->GetUInt32(m, f)); break;
-      case FieldDescriptor::CPPTYPE_INT64: out += fmt::format("{}", reflection->GetInt64(m, f)); break;
-      case FieldDescriptor::CPPTYPE_INT32: out += fmt::format("{}", reflection->GetInt32(m, f)); break;
-      case FieldDescriptor::CPPTYPE_BOOL: out += reflection->GetBool(m, f) ? "true" : "false"; break;
+      case FieldDescriptor::CPPTYPE_UINT64:
+        out += fmt::format("{}", reflection->GetUInt64(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        out += fmt::format("{}", reflection->GetUInt32(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        out += fmt::format("{}", reflection->GetInt64(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        out += fmt::format("{}", reflection->GetInt32(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        out += reflection->GetBool(m, f) ? "true" : "false";
+        break;
       case FieldDescriptor::CPPTYPE_DOUBLE: {
         const double v = reflection->GetDouble(m, f);
         out += std::isfinite(v) ? fmt::format("{}", v) : "null";  // JSON has no NaN
         break;
       }
-      case FieldDescriptor::CPPTYPE_STRING: append_string(out, reflection->GetString(m, f)); break;
-      default: out += "null"; break;  // no other types in Status
+      case FieldDescriptor::CPPTYPE_STRING:
+        append_string(out, reflection->GetString(m, f));
+        break;
+      default:
+        out += "null";
+        break;  // no other types in Status
     }
   }
 }

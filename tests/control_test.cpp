@@ -36,7 +36,8 @@ std::string slurp(const std::string& path) {
 
 // Runs a shell command; its exit code and its stdout and stderr together.
 std::pair<int, std::string> shell(const std::string& command) {
-  const std::string out = ::testing::TempDir() + "/control-test-" + std::to_string(getpid()) + ".out";
+  const std::string out =
+      ::testing::TempDir() + "/control-test-" + std::to_string(getpid()) + ".out";
   const int status = std::system((command + " >" + out + " 2>&1").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out)};
 }
@@ -51,11 +52,22 @@ struct Job {
 
   explicit Job(std::vector<std::string> extra = {}) {
     std::filesystem::remove_all(dir);
-    std::vector<std::string> args = {"train", "--run-dir", dir, "--set", "run.name=" + name,
-                                     "--set", "run.target_return=0", "--set",
-                                     "run.total_steps=1000000000", "--set",
-                                     "run.checkpoint_interval_s=0", "--set", "actor.count=1",
-                                     "--set", "server.address=127.0.0.1:0", "--set",
+    std::vector<std::string> args = {"train",
+                                     "--run-dir",
+                                     dir,
+                                     "--set",
+                                     "run.name=" + name,
+                                     "--set",
+                                     "run.target_return=0",
+                                     "--set",
+                                     "run.total_steps=1000000000",
+                                     "--set",
+                                     "run.checkpoint_interval_s=0",
+                                     "--set",
+                                     "actor.count=1",
+                                     "--set",
+                                     "server.address=127.0.0.1:0",
+                                     "--set",
                                      "server.metrics_port=0"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid = start_pronghorn(args);
@@ -126,7 +138,8 @@ TEST(ControlTest, StatusFieldsMoveWhileTraining) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("env steps"), std::string::npos) << out;
   EXPECT_NE(out.find(job.name), std::string::npos) << out;
-  std::tie(code, out) = shell(std::string(PRONGHORN_BIN) + " status --json --target " + job.address);
+  std::tie(code, out) =
+      shell(std::string(PRONGHORN_BIN) + " status --json --target " + job.address);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\"episode_return_mean\": "), std::string::npos) << out;
 }
@@ -149,7 +162,8 @@ TEST(ControlTest, ScalingUpAndDownChangesTheLiveActorProcesses) {
   EXPECT_TRUE(wait_for([&] { return get_status(*stub).unrolls_committed() > committed + 50; }));
 
   // Down through the CLI, with the token it finds in the run directory.
-  auto [code, out] = shell(std::string(PRONGHORN_BIN) + " scale --actors 1 --target " + job.address);
+  auto [code, out] =
+      shell(std::string(PRONGHORN_BIN) + " scale --actors 1 --target " + job.address);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("3 → 1"), std::string::npos) << out;
   EXPECT_TRUE(wait_for([&] { return children_of(job.pid).size() == 1; }));
@@ -300,8 +314,9 @@ TEST(ControlTest, MetricsScrapeWithCurl) {
   const size_t at = out.find("\npronghorn_env_steps_total ");
   ASSERT_NE(at, std::string::npos) << out;
   EXPECT_GT(std::stod(out.substr(at + 27)), 0);
-  std::tie(code, out) = shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" +
-                              std::to_string(port) + "/nothing");
+  std::tie(code, out) =
+      shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(port) +
+            "/nothing");
   EXPECT_EQ(out, "404");
 }
 
@@ -314,7 +329,8 @@ struct Certificates {
     std::filesystem::create_directories(dir);
     const std::string d = dir;
     const std::string script =
-        "cd " + d + " && "
+        "cd " + d +
+        " && "
         "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout ca.key "
         "-out ca.pem && "
         "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key "
@@ -348,13 +364,14 @@ TEST(ControlTest, MutualTlsRoundTrip) {
   EXPECT_FALSE(job.stub()->GetStatus(context().get(), {}, &s).ok()) << "plain text refused";
   grpc::SslCredentialsOptions no_client_cert;
   no_client_cert.pem_root_certs = options.pem_root_certs;
-  EXPECT_FALSE(job.stub(grpc::SslCredentials(no_client_cert))->GetStatus(context().get(), {}, &s).ok())
+  EXPECT_FALSE(
+      job.stub(grpc::SslCredentials(no_client_cert))->GetStatus(context().get(), {}, &s).ok())
       << "a client without a certificate is refused";
 
   // The CLI over TLS, token from the run directory: stop.
-  auto [code, out] = shell(std::string(PRONGHORN_BIN) + " stop --run-dir " + job.dir +
-                           " --tls-ca " + certs.ca() + " --tls-cert " + certs.dir +
-                           "/client.pem --tls-key " + certs.dir + "/client.key");
+  auto [code, out] =
+      shell(std::string(PRONGHORN_BIN) + " stop --run-dir " + job.dir + " --tls-ca " + certs.ca() +
+            " --tls-cert " + certs.dir + "/client.pem --tls-key " + certs.dir + "/client.key");
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(wait_exit(job.pid), 0);
   job.pid = -1;

@@ -24,8 +24,8 @@ struct StatusArgs {
 };
 
 std::string ago(double unix_s) {
-  const double now = std::chrono::duration<double>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return fmt::format("{:.0f} s ago", now - unix_s);
 }
 
@@ -36,11 +36,13 @@ std::string table(const v1::Status& s) {
   auto row = [&](const char* name, const std::string& value) {
     out += fmt::format("{:<15}{}\n", name, value);
   };
-  row("run", fmt::format("{}  ({}){}", s.run_name(), s.run_dir(), s.stopping() ? "  STOPPING" : ""));
+  row("run",
+      fmt::format("{}  ({}){}", s.run_name(), s.run_dir(), s.stopping() ? "  STOPPING" : ""));
   row("env", s.env_name());
   row("uptime", fmt::format("{:.1f} s", s.uptime_s()));
   row("env steps", fmt::format("{}  ({:.0f} steps/s)", s.env_steps(), s.sps()));
-  row("learner steps", fmt::format("{}  (policy version {})", s.learner_steps(), s.policy_version()));
+  row("learner steps",
+      fmt::format("{}  (policy version {})", s.learner_steps(), s.policy_version()));
   row("episodes", fmt::format("{}", s.episodes()));
   row("return", r.count() == 0 ? std::string("no finished episode yet")
                                : fmt::format("mean {:.2f}  min {:.2f}  max {:.2f}  (last {})",
@@ -56,22 +58,22 @@ std::string table(const v1::Status& s) {
                             s.actors_desired(), s.actor_restarts()));
   const auto& t = s.stage_time();
   const double actor = std::max(1e-9, t.actor_env_s() + t.actor_policy_s() + t.actor_wait_s());
-  const double learner = std::max(1e-9, t.learner_wait_s() + t.learner_batch_s() +
-                                            t.learner_forward_s() + t.learner_backward_s() +
-                                            t.learner_optimizer_s() + t.learner_publish_s());
-  row("actor time", fmt::format("env {:.0f}%  policy {:.0f}%  waiting {:.0f}%",
-                                100 * t.actor_env_s() / actor, 100 * t.actor_policy_s() / actor,
-                                100 * t.actor_wait_s() / actor));
+  const double learner =
+      std::max(1e-9, t.learner_wait_s() + t.learner_batch_s() + t.learner_forward_s() +
+                         t.learner_backward_s() + t.learner_optimizer_s() + t.learner_publish_s());
+  row("actor time",
+      fmt::format("env {:.0f}%  policy {:.0f}%  waiting {:.0f}%", 100 * t.actor_env_s() / actor,
+                  100 * t.actor_policy_s() / actor, 100 * t.actor_wait_s() / actor));
   row("learner time",
       fmt::format("waiting {:.0f}%  batch {:.0f}%  forward {:.0f}%  backward {:.0f}%  "
                   "optimizer {:.0f}%  publish {:.0f}%",
                   100 * t.learner_wait_s() / learner, 100 * t.learner_batch_s() / learner,
                   100 * t.learner_forward_s() / learner, 100 * t.learner_backward_s() / learner,
                   100 * t.learner_optimizer_s() / learner, 100 * t.learner_publish_s() / learner));
-  row("checkpoint", s.last_checkpoint_path().empty()
-                        ? std::string("none yet")
-                        : fmt::format("{}  ({})", s.last_checkpoint_path(),
-                                      ago(s.last_checkpoint_unix_s())));
+  row("checkpoint",
+      s.last_checkpoint_path().empty()
+          ? std::string("none yet")
+          : fmt::format("{}  ({})", s.last_checkpoint_path(), ago(s.last_checkpoint_unix_s())));
   row("metrics", s.metrics_port() ? fmt::format("http://127.0.0.1:{}/metrics", s.metrics_port())
                                   : std::string("off"));
   row("config digest", s.config_digest());

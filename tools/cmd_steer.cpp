@@ -31,9 +31,8 @@ Command add_checkpoint_command(CLI::App& app) {
   auto args = std::make_shared<ControlArgs>();
   CLI::App* command = app.add_subcommand("checkpoint", "Make a running job write a checkpoint now");
   add_control_options(command, *args);
-  return {command, [args] {
-            std::cout << "checkpoint " << ControlClient(*args).save_checkpoint() << "\n";
-          }};
+  return {command,
+          [args] { std::cout << "checkpoint " << ControlClient(*args).save_checkpoint() << "\n"; }};
 }
 
 Command add_stop_command(CLI::App& app) {

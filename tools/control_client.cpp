@@ -99,14 +99,15 @@ struct ControlClient::Impl {
     switch (s.error_code()) {
       case grpc::StatusCode::UNAVAILABLE:
       case grpc::StatusCode::DEADLINE_EXCEEDED:
-        throw Error(fmt::format("cannot reach the learner at {} ({}); is a job running there? "
-                                "(--target, --run-dir)",
-                                target, s.error_message()));
+        throw Error(
+            fmt::format("cannot reach the learner at {} ({}); is a job running there? "
+                        "(--target, --run-dir)",
+                        target, s.error_message()));
       case grpc::StatusCode::INVALID_ARGUMENT:
         throw UsageError(fmt::format("{}: {}", call, s.error_message()));
       default:
-        throw Error(fmt::format("{} refused by the learner at {}: {}", call, target,
-                                s.error_message()));
+        throw Error(
+            fmt::format("{} refused by the learner at {}: {}", call, target, s.error_message()));
     }
   }
 
@@ -119,9 +120,9 @@ struct ControlClient::Impl {
 };
 
 void add_control_options(CLI::App* command, ControlArgs& args) {
-  command->add_option("--target", args.target,
-                      fmt::format("the learner's HOST:PORT (default: --run-dir's, else {})",
-                                  kDefaultTarget));
+  command->add_option(
+      "--target", args.target,
+      fmt::format("the learner's HOST:PORT (default: --run-dir's, else {})", kDefaultTarget));
   command->add_option("--run-dir", args.run_dir,
                       "the job's run directory: its address and token are read there");
   command->add_option("--token", args.token, "bearer token for mutating calls");

@@ -18,11 +18,11 @@ namespace pronghorn::cli {
 inline constexpr const char* kDefaultTarget = "127.0.0.1:7453";  // server.address's default
 
 struct ControlArgs {
-  std::string target;    // HOST:PORT
-  std::string run_dir;   // finds the address and the token there
+  std::string target;   // HOST:PORT
+  std::string run_dir;  // finds the address and the token there
   std::string token, token_file;
   std::string tls_ca, tls_cert, tls_key;  // PEM files
-  double timeout_s = 10;  // per call
+  double timeout_s = 10;                  // per call
 };
 void add_control_options(CLI::App* command, ControlArgs& args);
 
@@ -35,8 +35,8 @@ class ControlClient {
   // Calls `on_status` for each message until the job ends.
   void watch(double interval_s, const std::function<void(const v1::Status&)>& on_status);
   v1::ScaleActorsReply scale(int count);
-  std::string save_checkpoint();      // its path
-  std::string stop(bool graceful);    // the checkpoint written, or ""
+  std::string save_checkpoint();    // its path
+  std::string stop(bool graceful);  // the checkpoint written, or ""
 
  private:
   struct Impl;
