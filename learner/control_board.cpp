@@ -56,9 +56,4 @@ bool ControlBoard::sleep_unless_closed(std::chrono::duration<double> duration) c
   return !closed_cv_.wait_for(lock, duration, [this] { return closed_; });
 }
 
-bool ControlBoard::closed() const {
-  std::lock_guard lock(mutex_);
-  return closed_;
-}
-
 }  // namespace pronghorn::learner

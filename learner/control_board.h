@@ -56,7 +56,6 @@ class ControlBoard {
   std::future<ControlReply> submit(const ControlRequest& request);
   // Sleeps up to `duration`; false as soon as the board is closed.
   bool sleep_unless_closed(std::chrono::duration<double> duration) const;
-  bool closed() const;
 
  private:
   mutable std::mutex mutex_;

@@ -162,9 +162,14 @@ struct MetricsExporter::Impl {
 
   void serve() {
     pollfd fds[2] = {{listener, POLLIN, 0}, {wake[0], POLLIN, 0}};
-    while (poll(fds, 2, -1) >= 0 || errno == EINTR) {
+    for (;;) {
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;  // a signal landed on this thread
+        return;
+      }
       if (fds[1].revents) return;
       if (!(fds[0].revents & POLLIN)) continue;
+      // The listener does not block: a client gone before accept costs nothing.
       const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
       answer(fd, collector);
@@ -176,7 +181,7 @@ struct MetricsExporter::Impl {
 MetricsExporter::MetricsExporter(int port, const ControlBoard& board)
     : impl_(std::make_unique<Impl>(board)) {
   const std::string key = fmt::format("server.metrics_port = {}", port);
-  impl_->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  impl_->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   PRONGHORN_CHECK(impl_->listener >= 0, key, ": socket: ", std::strerror(errno));
   const int on = 1;
   setsockopt(impl_->listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);

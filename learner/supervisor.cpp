@@ -117,10 +117,4 @@ int Supervisor::alive() const {
   return n;
 }
 
-std::vector<pid_t> Supervisor::pids() const {
-  std::vector<pid_t> out;
-  for (const Actor& a : actors_) out.push_back(a.pid);
-  return out;
-}
-
 }  // namespace pronghorn::learner

@@ -34,7 +34,6 @@ class Supervisor {
   int alive() const;  // actor processes running, retiring ones included
   int desired() const { return static_cast<int>(actors_.size()); }
   uint64_t restarts() const { return restarts_; }
-  std::vector<pid_t> pids() const;
 
  private:
   struct Actor {
