@@ -320,6 +320,61 @@ TEST(ControlTest, MetricsScrapeWithCurl) {
   EXPECT_EQ(out, "404");
 }
 
+// A network namespace of the test's own with a veth pair, one end at
+// 10.213.7.1: a non-loopback address whose traffic never leaves the namespace.
+struct NetworkNamespace {
+  std::string name = "pronghorn-test-" + std::to_string(getpid());
+  std::string ip = std::filesystem::exists("/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip";
+  bool ready = false;
+  NetworkNamespace() {
+    const std::string in = ip + " netns exec " + name + " " + ip;
+    auto [code, out] = shell(ip + " netns add " + name + " && " + in +
+                             " link add pga type veth peer name pgb && " + in +
+                             " addr add 10.213.7.1/24 dev pga && " + in + " link set pga up && " +
+                             in + " link set pgb up && " + in + " link set lo up");
+    ready = code == 0;
+    EXPECT_TRUE(ready) << out;
+  }
+  ~NetworkNamespace() { shell(ip + " netns del " + name); }
+  // `command` run inside the namespace.
+  std::string exec(const std::string& command) const {
+    return ip + " netns exec " + name + " " + command;
+  }
+};
+
+TEST(ControlTest, OffLoopbackStatusCallsNeedTheTokenToo) {
+  if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+  NetworkNamespace ns;
+  ASSERT_TRUE(ns.ready);
+  const std::string dir = ::testing::TempDir() + "/control-test-netns-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string token_file = dir + "/job.token";
+  std::ofstream(token_file) << "netns-test-token\n";
+  const pid_t pid = spawn(ns.ip, {"netns", "exec", ns.name, PRONGHORN_BIN, "--log-level", "warn",
+                                  "train", "--run-dir", dir + "/run", "--set",
+                                  "run.target_return=0", "--set", "actor.count=1", "--set",
+                                  "server.address=10.213.7.1:0", "--set",
+                                  "server.token_file=" + token_file, "--set",
+                                  "server.metrics_port=-1"});
+  ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(dir + "/run/server.address"); }));
+  std::string address;
+  std::ifstream(dir + "/run/server.address") >> address;
+  EXPECT_EQ(address.rfind("10.213.7.1:", 0), 0u) << address;
+  const std::string status = ns.exec(std::string(PRONGHORN_BIN) + " status --target " + address);
+
+  auto [code, out] = shell(status);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("needs the job's token"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run/token")) << "server.token_file is the token";
+  std::tie(code, out) = shell(status + " --token-file " + token_file);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("env steps"), std::string::npos) << out;
+
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 0);
+}
+
 // CA, server certificate for 127.0.0.1, and a client certificate, made with
 // the openssl command.
 struct Certificates {
