@@ -3,7 +3,7 @@
 // compiler vectorises across samples; the CUDA kernel runs the same steps one
 // sample per thread (categorical_loss_sample). Gaussian: one sample at a time. Blocks are spread over
 // LibTorch's intra-op threads; the loops are multiversioned for AVX-512 and
-// AVX2 (PRONGHORN_VECTOR_CLONES, kernels/hd.h).
+// AVX2 (PRONGHORN_VECTOR_CLONES, core/hd.h).
 #include <ATen/Parallel.h>
 
 #include <array>

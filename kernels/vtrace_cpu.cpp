@@ -81,7 +81,7 @@ inline __attribute__((always_inline)) bool scan_block(const AdvantageInputs& in,
   return true;
 }
 
-// The block loop, multiversioned (kernels/hd.h).
+// The block loop, multiversioned (core/hd.h).
 PRONGHORN_VECTOR_CLONES bool scan_blocks(const AdvantageInputs& in, const VtraceParams& params,
                                          bool gae, int64_t first, int64_t last,
                                          const AdvantageOutputs& out) {

@@ -22,8 +22,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/fast_math.h"
-#include "kernels/hd.h"
+#include "core/fast_math.h"
+#include "core/hd.h"
 
 namespace pronghorn::kernels {
 

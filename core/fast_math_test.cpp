@@ -1,11 +1,12 @@
-#include "kernels/fast_math.h"
+#include "core/fast_math.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace pronghorn::kernels {
+namespace pronghorn {
 namespace {
 
 // Distance in units in the last place between a float and a double.
@@ -47,5 +48,28 @@ TEST(FastMathTest, LogIsWithinThreeUlpOverPositiveNormals) {
   EXPECT_TRUE(std::isnan(fast_log(std::nanf(""))));
 }
 
+TEST(FastMathTest, TanhIsCloseToTheTrueValueEverywhere) {
+  double worst_abs = 0, worst_rel = 0;
+  float worst_at = 0;
+  for (int i = -2'000'000; i <= 2'000'000; ++i) {
+    const float x = i * 1e-5f;  // [−20, 20], dense around 0 and the ¼ switch
+    const double want = std::tanh(static_cast<double>(x));
+    const double got = fast_tanh(x);
+    const double abs_err = std::fabs(got - want);
+    const double rel_err = want == 0 ? abs_err : abs_err / std::fabs(want);
+    if (rel_err > worst_rel) worst_at = x;
+    worst_abs = std::max(worst_abs, abs_err);
+    worst_rel = std::max(worst_rel, rel_err);
+  }
+  EXPECT_LT(worst_abs, 3e-7);
+  EXPECT_LT(worst_rel, 4e-7) << "worst at x = " << worst_at;
+  EXPECT_EQ(fast_tanh(0.0f), 0.0f);
+  EXPECT_EQ(fast_tanh(1e-30f), 1e-30f);
+  EXPECT_EQ(fast_tanh(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(fast_tanh(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_EQ(fast_tanh(100.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(fast_tanh(std::nanf(""))));
+}
+
 }  // namespace
-}  // namespace pronghorn::kernels
+}  // namespace pronghorn
