@@ -271,8 +271,8 @@ void LearnerLoop::handle(ControlBoard::Pending& pending) {
     spdlog::error("control request failed: {}", e.what());
     reply.error = e.what();
   }
+  publish_status();  // before the reply: a caller's next GetStatus sees the change
   pending.reply.set_value(reply);
-  publish_status();
 }
 
 v1::Status LearnerLoop::status() const {

@@ -357,6 +357,7 @@ TEST(ControlTest, OffLoopbackStatusCallsNeedTheTokenToo) {
                                   "server.address=10.213.7.1:0", "--set",
                                   "server.token_file=" + token_file, "--set",
                                   "server.metrics_port=-1"});
+  StopOnExit guard{pid};
   ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(dir + "/run/server.address"); }));
   std::string address;
   std::ifstream(dir + "/run/server.address") >> address;
@@ -373,6 +374,7 @@ TEST(ControlTest, OffLoopbackStatusCallsNeedTheTokenToo) {
 
   kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 0);
+  guard.pid = -1;
 }
 
 // CA, server certificate for 127.0.0.1, and a client certificate, made with

@@ -50,7 +50,9 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
                            "run.target_return=300", "--set", "run.total_steps=30000000",
                            "--set", "run.report_interval_s=0.2"});
+  StopOnExit guard{pid};
   EXPECT_EQ(wait_exit(pid), 0);
+  guard.pid = -1;
   // A random policy averages about 22; the run stopped because it reached 300.
   EXPECT_GE(last_metric(run.dir, "episode_return_mean"), 150.0);
   const double committed = last_metric(run.dir, "unrolls_committed");
@@ -90,6 +92,7 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
                            "run.target_return=0", "--set", "run.total_steps=1000000000",
                            "--set", "run.report_interval_s=0.2"});
+  StopOnExit guard{pid};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
   std::vector<pid_t> actors = children_of(pid);
   ASSERT_EQ(actors.size(), 1u);
@@ -104,6 +107,7 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   EXPECT_NE(now[0], actors[0]);
   kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 0);
+  guard.pid = -1;
   EXPECT_NE(kill(now[0], 0), 0) << "the actor is gone with the learner";
   EXPECT_TRUE(leftover_segments(run.name).empty());
 }
@@ -114,6 +118,7 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
                              "run.target_return=0", "--set", "run.total_steps=1000000000",
                              "--set", "run.report_interval_s=0.2", "--set",
                              "run.checkpoint_interval_s=0.3"});
+  StopOnExit first_guard{first};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "episode_return_mean") > 60; }))
       << "learning before the kill";
   ASSERT_TRUE(wait_for([&] {
@@ -124,34 +129,35 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   std::vector<pid_t> actors = children_of(first);
   kill(first, SIGKILL);
   EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
+  first_guard.pid = -1;
   const double steps_at_kill = last_metric(run.dir, "env_steps");
   const double version_at_kill = last_metric(run.dir, "policy_version");
+  auto metric_lines = [&] {
+    std::ifstream in(run.dir + "/metrics.jsonl");
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  const size_t lines_at_kill = metric_lines().size();
   for (pid_t actor : actors) {  // orphaned actors notice the learner is gone and exit
     EXPECT_TRUE(wait_for([&] { return kill(actor, 0) != 0; })) << "actor " << actor;
   }
   EXPECT_FALSE(leftover_segments(run.name).empty()) << "a killed learner cannot clean up";
 
   pid_t second = start_train({"--resume", run.dir, "--set", "run.checkpoint_interval_s=0.3"});
+  StopOnExit second_guard{second};
   // The resumed run's first report continues the counters, never restarts them.
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > steps_at_kill; }));
-  std::ifstream in(run.dir + "/metrics.jsonl");
-  std::string line;
-  double previous_version = 0, resumed_steps = -1, resumed_version = -1;
-  std::vector<std::string> lines;
-  while (std::getline(in, line)) lines.push_back(line);
-  // Find the first line written by the resumed learner: its uptime_s restarts near 0.
-  for (size_t i = 1; i < lines.size(); ++i) {
-    auto value = [&](const std::string& l, const std::string& key) {
-      return std::stod(l.substr(l.find("\"" + key + "\": ") + key.size() + 4));
-    };
-    if (value(lines[i], "uptime_s") < value(lines[i - 1], "uptime_s")) {
-      resumed_steps = value(lines[i], "env_steps");
-      resumed_version = value(lines[i], "policy_version");
-      previous_version = value(lines[i - 1], "policy_version");
-      break;
-    }
-  }
-  ASSERT_GE(resumed_steps, 0) << "no line from the resumed learner";
+  // The resumed learner's first line follows the dead one's last.
+  const std::vector<std::string> lines = metric_lines();
+  ASSERT_GT(lines_at_kill, 0u);
+  ASSERT_GT(lines.size(), lines_at_kill) << "no line from the resumed learner";
+  auto value = [&](const std::string& l, const std::string& key) {
+    return std::stod(l.substr(l.find("\"" + key + "\": ") + key.size() + 4));
+  };
+  const double resumed_steps = value(lines[lines_at_kill], "env_steps");
+  const double resumed_version = value(lines[lines_at_kill], "policy_version");
+  const double previous_version = value(lines[lines_at_kill - 1], "policy_version");
   EXPECT_GT(resumed_steps, 0.5 * steps_at_kill) << "counters continue from the checkpoint";
   EXPECT_GT(resumed_version, 0.5 * version_at_kill);
   EXPECT_GT(previous_version, 0);
@@ -161,6 +167,7 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
       << "the dead learner's segments were removed; only the live ring and slab remain";
   kill(second, SIGTERM);
   EXPECT_EQ(wait_exit(second), 0);
+  second_guard.pid = -1;
   EXPECT_TRUE(leftover_segments(run.name).empty());
 }
 

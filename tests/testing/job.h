@@ -21,6 +21,16 @@ inline pid_t start_pronghorn(const std::vector<std::string>& args) {
   return spawn(PRONGHORN_BIN, all);
 }
 
+// Stops a started process when the test leaves its scope, by any path: a
+// failed ASSERT must not leave a job running (ctest would wait for the pipe
+// it holds until its timeout).
+struct StopOnExit {
+  pid_t pid;
+  ~StopOnExit() {
+    if (pid > 0 && kill(pid, SIGTERM) == 0) wait_exit(pid);
+  }
+};
+
 inline std::vector<pid_t> children_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
   std::vector<pid_t> out;
