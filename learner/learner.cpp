@@ -357,7 +357,8 @@ TrainResult LearnerLoop::run() {
   auto last_checkpoint = Clock::now(), last_status = last_checkpoint;
   last_report_ = last_checkpoint;
   steps_at_report_ = stats_.env_steps;
-  bool reached_target = false;
+  bool reached_target = false, finished = false;  // finished: target or step budget reached
+  TrainResult result;
   while (!stop_.load() && !stop_requested_) {
     supervisor_->poll();
     while (auto pending = board_.next()) handle(*pending);
@@ -378,7 +379,14 @@ TrainResult LearnerLoop::run() {
                      stats_.return_mean() >= c_.run.target_return;
     const bool done =
         reached_target || stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps);
-    if (done) break;
+    if (done) {
+      // What the run ends on, before the last prepared batch adds its episodes.
+      result.env_steps = stats_.env_steps;
+      result.seconds = elapsed();
+      result.return_mean = stats_.return_mean();
+      finished = true;
+      break;
+    }
     if (seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
     if (c_.run.checkpoint_interval_s > 0 &&
         seconds(now - last_checkpoint) >= c_.run.checkpoint_interval_s) {
@@ -399,11 +407,12 @@ TrainResult LearnerLoop::run() {
   ControlReply stopped;
   stopped.checkpoint_path = final_checkpoint;
   for (auto& reply : stop_replies_) reply.set_value(stopped);
-  TrainResult result;
-  result.env_steps = stats_.env_steps;
+  if (!finished) {  // stopped by a signal or a Stop call
+    result.env_steps = stats_.env_steps;
+    result.seconds = elapsed();
+    result.return_mean = stats_.return_mean();
+  }
   result.learner_steps = stats_.learner_steps;
-  result.seconds = elapsed();
-  result.return_mean = stats_.return_mean();
   result.reached_target = reached_target;
   supervisor_->stop();
   return result;

@@ -19,11 +19,14 @@ struct TrainOptions {
   bool resume = false;  // continue from the newest valid checkpoint in run_dir/checkpoints
 };
 
+// Where the run ended: when it reached run.target_return or run.total_steps,
+// the figures at that moment (the batch prepared meanwhile is still trained
+// on and counted in the metrics, not here).
 struct TrainResult {
-  uint64_t env_steps = 0;       // trained on (since the run began, across resumes)
+  uint64_t env_steps = 0;  // trained on (since the run began, across resumes)
   uint64_t learner_steps = 0;
   double seconds = 0;
-  double return_mean = 0;       // over the last 100 episodes
+  double return_mean = 0;  // over the last 100 episodes
   bool reached_target = false;
 };
 
