@@ -12,8 +12,8 @@ namespace {
 // Distance in units in the last place between a float and a double.
 double ulps(float got, double want) {
   float want_f = static_cast<float>(want);
-  float ulp = std::nextafter(std::fabs(want_f), std::numeric_limits<float>::infinity()) -
-              std::fabs(want_f);
+  float ulp =
+      std::nextafter(std::fabs(want_f), std::numeric_limits<float>::infinity()) - std::fabs(want_f);
   return std::fabs(static_cast<double>(got) - want) / ulp;
 }
 

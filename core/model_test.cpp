@@ -88,8 +88,8 @@ TEST(ModelTest, TanhMlpMatchesAStockFloat64ReferenceWithGradients) {
   }
   at::Tensor h = x.to(at::kDouble);
   for (const char* layer : {"torso.0", "torso.2"}) {
-    h = at::tanh(at::linear(h, p.at(std::string(layer) + ".weight"),
-                            p.at(std::string(layer) + ".bias")));
+    h = at::tanh(
+        at::linear(h, p.at(std::string(layer) + ".weight"), p.at(std::string(layer) + ".bias")));
   }
   at::Tensor logits = at::linear(h, p.at("policy.weight"), p.at("policy.bias"));
   at::Tensor value = at::linear(h, p.at("value.weight"), p.at("value.bias")).squeeze(-1);

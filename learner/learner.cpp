@@ -68,6 +68,7 @@ struct RunStats {
   uint64_t env_steps = 0, learner_steps = 0, episodes = 0;  // since the run began
   uint64_t unrolls = 0, lag_sum = 0, lag_max = 0;           // since this learner started
   std::deque<float> recent;                                 // returns of the last 100 episodes
+  std::deque<int32_t> recent_lengths;                       // and their lengths
   StepStats last;
   double sps = 0;  // over the last report interval
   std::string last_checkpoint;
@@ -88,9 +89,13 @@ struct RunStats {
     unrolls += taken_unrolls;
     lag_sum += b.lag_sum;
     lag_max = std::max(lag_max, b.lag_max);
-    for (float r : b.episode_returns) {
-      recent.push_back(r);
-      if (recent.size() > 100) recent.pop_front();
+    for (size_t i = 0; i < b.episode_returns.size(); ++i) {
+      recent.push_back(b.episode_returns[i]);
+      recent_lengths.push_back(b.episode_lengths[i]);
+      if (recent.size() > 100) {
+        recent.pop_front();
+        recent_lengths.pop_front();
+      }
     }
     episodes += b.episode_returns.size();
   }
@@ -293,6 +298,9 @@ v1::Status LearnerLoop::status() const {
     returns->set_mean(stats_.return_mean());
     returns->set_min(*std::min_element(stats_.recent.begin(), stats_.recent.end()));
     returns->set_max(*std::max_element(stats_.recent.begin(), stats_.recent.end()));
+    s.set_episode_length_mean(
+        std::accumulate(stats_.recent_lengths.begin(), stats_.recent_lengths.end(), 0.0) /
+        stats_.recent_lengths.size());
   }
   auto* loss = s.mutable_loss();
   loss->set_total(stats_.last.total);

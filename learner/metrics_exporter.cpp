@@ -72,6 +72,8 @@ class StatusCollector final : public prometheus::Collectable {
         {sample(s.episode_return().mean(), {{"stat", "mean"}}),
          sample(s.episode_return().min(), {{"stat", "min"}}),
          sample(s.episode_return().max(), {{"stat", "max"}})});
+    gauge("pronghorn_episode_length_mean_steps", "Mean length of the last (up to) 100 episodes.",
+          s.episode_length_mean());
     add("pronghorn_loss", "Loss terms of the last learner step.", MetricType::Gauge,
         {sample(s.loss().total(), {{"term", "total"}}),
          sample(s.loss().policy(), {{"term", "policy"}}),

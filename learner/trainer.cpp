@@ -32,6 +32,8 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
     behaviour.push_back(field(s, layout.behaviour_log_probs, {T, K}, at::kFloat));
     const auto* returns = reinterpret_cast<const float*>(s.data + layout.episode_returns.offset);
     b.episode_returns.insert(b.episode_returns.end(), returns, returns + s.stamp.episodes);
+    const auto* lengths = reinterpret_cast<const int32_t*>(s.data + layout.episode_lengths.offset);
+    b.episode_lengths.insert(b.episode_lengths.end(), lengths, lengths + s.stamp.episodes);
     const uint64_t lag = version - std::min(version, s.stamp.policy_version);
     b.lag_sum += lag;
     b.lag_max = std::max(b.lag_max, lag);

@@ -27,8 +27,9 @@ struct Batch {
   at::Tensor actions;                                       // [T, N] int64, or [T, N, D] float
   at::Tensor rewards, discounts;                            // [T, N]
   at::Tensor truncated, final_values, behaviour_log_probs;  // [T, N]
-  std::vector<float> episode_returns;  // of the episodes that ended in these unrolls
-  uint64_t lag_sum = 0, lag_max = 0;   // policy versions behind `version`
+  std::vector<float> episode_returns;    // of the episodes that ended in these unrolls
+  std::vector<int32_t> episode_lengths;  // their lengths in env steps, in the same order
+  uint64_t lag_sum = 0, lag_max = 0;     // policy versions behind `version`
   double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;  // summed over the unrolls
 };
 

@@ -48,21 +48,24 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   // Trained to 300 so the saved policy is past the unstable early phase: the
   // eval below checks the checkpoint, not the training episodes.
   pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                           "run.target_return=300", "--set", "run.total_steps=30000000",
-                           "--set", "run.report_interval_s=0.2"});
+                           "run.target_return=300", "--set", "run.total_steps=30000000", "--set",
+                           "run.report_interval_s=0.2"});
   StopOnExit guard{pid};
   EXPECT_EQ(wait_exit(pid), 0);
   guard.pid = -1;
   // A random policy averages about 22; the run stopped because it reached 300.
   EXPECT_GE(last_metric(run.dir, "episode_return_mean"), 150.0);
+  // CartPole pays 1 a step: the mean length is the mean return.
+  EXPECT_NEAR(last_metric(run.dir, "episode_length_mean"),
+              last_metric(run.dir, "episode_return_mean"), 1e-3);
   const double committed = last_metric(run.dir, "unrolls_committed");
   const double consumed = last_metric(run.dir, "unrolls_consumed");
   const double dropped = last_metric(run.dir, "unrolls_dropped_stale");
   const double waiting = last_metric(run.dir, "ring_occupancy");
   EXPECT_GT(consumed, 10);
   EXPECT_EQ(committed, consumed + dropped + waiting) << "nothing lost, nothing twice";
-  EXPECT_EQ(last_metric(run.dir, "env_steps"),
-            consumed * 16 * 32) << "every trained step came from a consumed unroll (T=16, K=32)";
+  EXPECT_EQ(last_metric(run.dir, "env_steps"), consumed * 16 * 32)
+      << "every trained step came from a consumed unroll (T=16, K=32)";
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/config.toml"));
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/train.log"));
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/curves.svg"));
@@ -75,8 +78,8 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   }
   ASSERT_FALSE(checkpoint.empty());
   const std::string out = ::testing::TempDir() + "/eval-" + run.name + ".txt";
-  const std::string command = std::string(PRONGHORN_BIN) + " eval --checkpoint " + checkpoint +
-                              " --episodes 50 > " + out;
+  const std::string command =
+      std::string(PRONGHORN_BIN) + " eval --checkpoint " + checkpoint + " --episodes 50 > " + out;
   ASSERT_EQ(std::system(command.c_str()), 0);
   std::ifstream in(out);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -90,8 +93,8 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
 TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   TrainRun run;
   pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                           "run.target_return=0", "--set", "run.total_steps=1000000000",
-                           "--set", "run.report_interval_s=0.2"});
+                           "run.target_return=0", "--set", "run.total_steps=1000000000", "--set",
+                           "run.report_interval_s=0.2"});
   StopOnExit guard{pid};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
   std::vector<pid_t> actors = children_of(pid);
@@ -99,8 +102,9 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   ASSERT_EQ(kill(actors[0], SIGKILL), 0);
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "actor_restarts") >= 1; }));
   const double steps_after_restart = last_metric(run.dir, "env_steps");
-  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > steps_after_restart + 1e5; }))
-      << "training goes on with the restarted actor";
+  ASSERT_TRUE(wait_for([&] {
+    return last_metric(run.dir, "env_steps") > steps_after_restart + 1e5;
+  })) << "training goes on with the restarted actor";
   EXPECT_EQ(last_metric(run.dir, "actors_alive"), 1);
   std::vector<pid_t> now = children_of(pid);
   ASSERT_EQ(now.size(), 1u);
@@ -114,10 +118,10 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
 
 TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   TrainRun run;
-  pid_t first = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                             "run.target_return=0", "--set", "run.total_steps=1000000000",
-                             "--set", "run.report_interval_s=0.2", "--set",
-                             "run.checkpoint_interval_s=0.3"});
+  pid_t first =
+      start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
+                   "run.target_return=0", "--set", "run.total_steps=1000000000", "--set",
+                   "run.report_interval_s=0.2", "--set", "run.checkpoint_interval_s=0.3"});
   StopOnExit first_guard{first};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "episode_return_mean") > 60; }))
       << "learning before the kill";

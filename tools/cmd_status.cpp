@@ -44,9 +44,11 @@ std::string table(const v1::Status& s) {
   row("learner steps",
       fmt::format("{}  (policy version {})", s.learner_steps(), s.policy_version()));
   row("episodes", fmt::format("{}", s.episodes()));
-  row("return", r.count() == 0 ? std::string("no finished episode yet")
-                               : fmt::format("mean {:.2f}  min {:.2f}  max {:.2f}  (last {})",
-                                             r.mean(), r.min(), r.max(), r.count()));
+  row("return", r.count() == 0
+                    ? std::string("no finished episode yet")
+                    : fmt::format("mean {:.2f}  min {:.2f}  max {:.2f}  (last {}, "
+                                  "{:.1f} steps long on average)",
+                                  r.mean(), r.min(), r.max(), r.count(), s.episode_length_mean()));
   row("loss", fmt::format("total {:.4f}  policy {:.4f}  value {:.4f}  entropy {:.4f}", l.total(),
                           l.policy(), l.value(), l.entropy()));
   row("grad norm", fmt::format("{:.4f}", s.grad_norm()));
