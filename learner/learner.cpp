@@ -70,7 +70,7 @@ struct RunStats {
   std::deque<float> recent;                                 // returns of the last 100 episodes
   std::deque<int32_t> recent_lengths;                       // and their lengths
   StepStats last;
-  double sps = 0;  // over the last report interval
+  double sps = 0, learner_steps_per_s = 0;  // over the last report interval
   std::string last_checkpoint;
   double last_checkpoint_unix_s = 0;
   v1::StageTimes stage_time;
@@ -206,7 +206,7 @@ class LearnerLoop {
   std::vector<std::promise<ControlReply>> stop_replies_;  // answered once stopped
   std::ofstream metrics_{o_.run_dir + "/metrics.jsonl", std::ios::app};
   Clock::time_point last_report_;
-  uint64_t steps_at_report_ = 0;  // both set when run() starts, after any resume
+  uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts
   std::vector<CurvePoint> curve_;
 };
 
@@ -289,6 +289,7 @@ v1::Status LearnerLoop::status() const {
   s.set_uptime_s(elapsed());
   s.set_env_steps(stats_.env_steps);
   s.set_sps(stats_.sps);
+  s.set_learner_steps_per_s(stats_.learner_steps_per_s);
   s.set_learner_steps(stats_.learner_steps);
   s.set_policy_version(version_);
   s.set_episodes(stats_.episodes);
@@ -346,9 +347,12 @@ void LearnerLoop::learn(PreparedBatch& prepared) {
 // A metrics.jsonl line, the curves and the progress line.
 void LearnerLoop::report(Clock::time_point now) {
   const double elapsed_s = seconds(now - start_);
-  stats_.sps = (stats_.env_steps - steps_at_report_) / std::max(1e-9, seconds(now - last_report_));
+  const double interval = std::max(1e-9, seconds(now - last_report_));
+  stats_.sps = (stats_.env_steps - steps_at_report_) / interval;
+  stats_.learner_steps_per_s = (stats_.learner_steps - learner_steps_at_report_) / interval;
   last_report_ = now;
   steps_at_report_ = stats_.env_steps;
+  learner_steps_at_report_ = stats_.learner_steps;
   const v1::Status s = status();
   board_.publish(s);
   metrics_ << status_json(s) << "\n" << std::flush;
@@ -364,7 +368,8 @@ void LearnerLoop::report(Clock::time_point now) {
 TrainResult LearnerLoop::run() {
   auto last_checkpoint = Clock::now(), last_status = last_checkpoint;
   last_report_ = last_checkpoint;
-  steps_at_report_ = stats_.env_steps;
+  steps_at_report_ = stats_.env_steps;  // after any resume
+  learner_steps_at_report_ = stats_.learner_steps;
   bool reached_target = false, finished = false;  // finished: target or step budget reached
   TrainResult result;
   while (!stop_.load() && !stop_requested_) {

@@ -117,7 +117,8 @@ TEST(ControlTest, StatusFieldsMoveWhileTraining) {
     const v1::Status s = get_status(*stub);
     return s.env_steps() > first.env_steps() && s.policy_version() > first.policy_version() &&
            s.uptime_s() > first.uptime_s() && s.unrolls_consumed() > first.unrolls_consumed() &&
-           s.episodes() > first.episodes() && s.sps() > 0 && s.episode_return().count() > 0 &&
+           s.episodes() > first.episodes() && s.sps() > 0 && s.learner_steps_per_s() > 0 &&
+           s.episode_return().count() > 0 && s.episode_length_mean() > 0 &&
            s.stage_time().actor_env_s() > first.stage_time().actor_env_s() &&
            s.stage_time().learner_forward_s() > first.stage_time().learner_forward_s();
   })) << "status moves with training";
@@ -351,12 +352,11 @@ TEST(ControlTest, OffLoopbackStatusCallsNeedTheTokenToo) {
   std::filesystem::create_directories(dir);
   const std::string token_file = dir + "/job.token";
   std::ofstream(token_file) << "netns-test-token\n";
-  const pid_t pid = spawn(ns.ip, {"netns", "exec", ns.name, PRONGHORN_BIN, "--log-level", "warn",
-                                  "train", "--run-dir", dir + "/run", "--set",
-                                  "run.target_return=0", "--set", "actor.count=1", "--set",
-                                  "server.address=10.213.7.1:0", "--set",
-                                  "server.token_file=" + token_file, "--set",
-                                  "server.metrics_port=-1"});
+  const pid_t pid =
+      spawn(ns.ip, {"netns", "exec", ns.name, PRONGHORN_BIN, "--log-level", "warn", "train",
+                    "--run-dir", dir + "/run", "--set", "run.target_return=0", "--set",
+                    "actor.count=1", "--set", "server.address=10.213.7.1:0", "--set",
+                    "server.token_file=" + token_file, "--set", "server.metrics_port=-1"});
   StopOnExit guard{pid};
   ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(dir + "/run/server.address"); }));
   std::string address;

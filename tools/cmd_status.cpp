@@ -41,8 +41,8 @@ std::string table(const v1::Status& s) {
   row("env", s.env_name());
   row("uptime", fmt::format("{:.1f} s", s.uptime_s()));
   row("env steps", fmt::format("{}  ({:.0f} steps/s)", s.env_steps(), s.sps()));
-  row("learner steps",
-      fmt::format("{}  (policy version {})", s.learner_steps(), s.policy_version()));
+  row("learner steps", fmt::format("{}  ({:.1f} steps/s, policy version {})", s.learner_steps(),
+                                   s.learner_steps_per_s(), s.policy_version()));
   row("episodes", fmt::format("{}", s.episodes()));
   row("return", r.count() == 0
                     ? std::string("no finished episode yet")
