@@ -48,8 +48,8 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   // Trained to 300 so the saved policy is past the unstable early phase: the
   // eval below checks the checkpoint, not the training episodes.
   pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                           "run.target_return=300", "--set", "run.total_steps=30000000", "--set",
-                           "run.report_interval_s=0.2"});
+                           "run.target_return=300", "--set", "learner.learning_rate=3e-3", "--set",
+                           "run.total_steps=30000000", "--set", "run.report_interval_s=0.2"});
   StopOnExit guard{pid};
   EXPECT_EQ(wait_exit(pid), 0);
   guard.pid = -1;
@@ -78,15 +78,18 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   }
   ASSERT_FALSE(checkpoint.empty());
   const std::string out = ::testing::TempDir() + "/eval-" + run.name + ".txt";
-  const std::string command =
-      std::string(PRONGHORN_BIN) + " eval --checkpoint " + checkpoint + " --episodes 50 > " + out;
+  const std::string command = std::string(PRONGHORN_BIN) + " eval --checkpoint " + checkpoint +
+                              " --episodes 50 --greedy > " + out;
   ASSERT_EQ(std::system(command.c_str()), 0);
   std::ifstream in(out);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t at = text.find("return mean ");
   ASSERT_NE(at, std::string::npos) << text;
-  // Random play averages 22 (±1.7 over 50 episodes); the policy at the
-  // moment training stops swings (58 to 300+ seen), so the bar is twice random.
+  // The most likely action of the untrained network, always the same, lasts
+  // about 9 steps, random play 22. At the default learning rate the policy at
+  // the moment training stops can have collapsed while the last 100 episodes,
+  // begun by older policies, still average 300 (30 seen under ASan), so this
+  // run learns at a calmer 3e-3. The bar is twice random play.
   EXPECT_GT(std::stod(text.substr(at + 12)), 44.0) << text;
 }
 
