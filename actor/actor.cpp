@@ -41,10 +41,8 @@ void sample_discrete(const at::Tensor& logits, int32_t* actions, float* log_prob
 // unclipped sample's log-prob (what the learner recomputes).
 void sample_gaussian(const PolicyOutput& out, const envs::EnvSpec& spec, float* actions,
                      float* env_actions, float* log_probs) {
-  at::Tensor std = out.log_std.exp();
-  at::Tensor a = out.logits + std * at::randn_like(std);
-  at::Tensor z = (a - out.logits) / std;
-  at::Tensor lp = (-0.5 * z * z - out.log_std - 0.9189385332046727).sum(-1);
+  at::Tensor a = out.logits + out.log_std.exp() * at::randn_like(out.logits);
+  at::Tensor lp = gaussian_log_prob(a, out.logits, out.log_std);
   const int64_t n = a.numel(), dims = spec.action_size;
   std::memcpy(actions, a.contiguous().data_ptr<float>(), sizeof(float) * n);
   std::memcpy(log_probs, lp.data_ptr<float>(), sizeof(float) * lp.numel());

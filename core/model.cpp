@@ -98,6 +98,12 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
   if (spec.continuous) log_std_ = register_parameter("log_std", at::zeros({spec.actions}));
 }
 
+at::Tensor gaussian_log_prob(const at::Tensor& x, const at::Tensor& mean,
+                             const at::Tensor& log_std) {
+  const at::Tensor z = (x - mean) / log_std.exp();
+  return (-0.5 * z * z - log_std - 0.9189385332046727).sum(-1);  // 0.9189… = ½ ln 2π
+}
+
 PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs) {
   // Byte observations are pixels in [0, 255]: scaled to [0, 1] for either torso.
   at::Tensor x = obs.scalar_type() == at::kByte ? obs.to(at::kFloat).div(255.0) : obs;

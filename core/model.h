@@ -37,6 +37,12 @@ struct PolicyOutput {
   at::Tensor value;    // [N]
 };
 
+// log N(x; mean, diag(exp(log_std))²), summed over the last dimension: the
+// Gaussian head's log-prob, as the actor records it and the learner
+// recomputes it. x, mean, log_std: [..., D] → [...].
+at::Tensor gaussian_log_prob(const at::Tensor& x, const at::Tensor& mean,
+                             const at::Tensor& log_std);
+
 class PolicyNetImpl : public torch::nn::Module {
  public:
   explicit PolicyNetImpl(const ModelSpec& spec);

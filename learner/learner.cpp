@@ -192,6 +192,7 @@ class LearnerLoop {
   std::unique_ptr<buffer::WeightSlab> slab_;
   std::vector<float> flat_;  // the model's parameters, as published
   const std::string checkpoints_;
+  const std::string run_dir_absolute_ = std::filesystem::absolute(o_.run_dir).string();
   const std::string config_digest_;
   uint64_t version_ = 0;
   RunStats stats_;
@@ -283,7 +284,7 @@ void LearnerLoop::handle(ControlBoard::Pending& pending) {
 v1::Status LearnerLoop::status() const {
   v1::Status s;
   s.set_run_name(c_.run.name);
-  s.set_run_dir(std::filesystem::absolute(o_.run_dir).string());
+  s.set_run_dir(run_dir_absolute_);
   s.set_env_name(spec_.name);
   s.set_config_digest(config_digest_);
   s.set_uptime_s(elapsed());

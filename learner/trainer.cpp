@@ -147,9 +147,8 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
     at::NoGradGuard no_grad;
     at::Tensor bootstrap = values[T].detach();
     if (continuous_) {
-      at::Tensor z = (b.actions - head) / log_std.exp();
-      at::Tensor log_pi = (-0.5 * z * z - log_std - 0.9189385332046727).sum(-1);
-      at::Tensor log_rhos = (log_pi - b.behaviour_log_probs).detach();
+      at::Tensor log_rhos =
+          (gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs).detach();
       auto r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v.detach(),
                                              bootstrap, vp, truncation);
       advantages = r.pg_advantages, targets = r.vs;
