@@ -3,6 +3,7 @@
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
+ARGS       ?=
 
 .PHONY: all deps configure build test train bench asan tsan clean
 
@@ -21,9 +22,11 @@ test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Trains CartPole with the default config until it is solved (mean return of
-# the last 100 episodes ≥ 475) and says how long that took.
+# the last 100 episodes ≥ 475) and says how long that took. ARGS go to
+# `pronghorn train`, e.g. a second job beside the first on free ports:
+#   make train ARGS='--set server.address=127.0.0.1:0 --set server.metrics_port=0'
 train: build
-	@$(BUILD)/tools/pronghorn train -c configs/cartpole.toml
+	@$(BUILD)/tools/pronghorn train -c configs/cartpole.toml $(ARGS)
 
 # Throughput figures for BENCHMARKS.md, each against a baseline in the same run.
 bench: build

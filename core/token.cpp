@@ -1,16 +1,38 @@
 #include "core/token.h"
 
-#include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace pronghorn {
+namespace {
+
+// The first line of `path`, trimmed.
+std::string first_line_token(const std::string& path, const struct stat& st) {
+  PRONGHORN_CHECK(S_ISREG(st.st_mode), "token file ", path, ": not a regular file");
+  const std::string text = read_file(path);
+  const std::string line = text.substr(0, text.find('\n'));
+  const size_t begin = line.find_first_not_of(" \t\r");
+  const size_t end = line.find_last_not_of(" \t\r");
+  PRONGHORN_CHECK(begin != std::string::npos, "token file ", path,
+                  ": its first line holds no token");
+  return line.substr(begin, end - begin + 1);
+}
+
+struct stat stat_of(const std::string& path) {
+  struct stat st {};
+  PRONGHORN_CHECK(stat(path.c_str(), &st) == 0, "token file ", path, ": cannot read it (",
+                  std::strerror(errno), ")");
+  return st;
+}
+
+}  // namespace
 
 std::string generate_token() {
   unsigned char bytes[32];
@@ -30,31 +52,27 @@ std::string generate_token() {
 }
 
 std::string read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  PRONGHORN_CHECK(in.good(), "token file ", path, ": cannot read it (", std::strerror(errno), ")");
-  std::string line;
-  std::getline(in, line);
-  const size_t begin = line.find_first_not_of(" \t\r");
-  const size_t end = line.find_last_not_of(" \t\r");
-  PRONGHORN_CHECK(begin != std::string::npos, "token file ", path,
-                  ": its first line holds no token");
-  return line.substr(begin, end - begin + 1);
+  const struct stat st = stat_of(path);
+  PRONGHORN_CHECK((st.st_mode & (S_IROTH | S_IWOTH)) == 0, "token file ", path,
+                  ": other users may read or write it (mode ",
+                  detail::concat(std::oct, st.st_mode & 0777), "); chmod o-rw it");
+  return first_line_token(path, st);
+}
+
+std::string read_run_token_file(const std::string& path) {
+  const struct stat st = stat_of(path);
+  PRONGHORN_CHECK(st.st_uid == geteuid(), "token file ", path, ": owned by uid ", st.st_uid,
+                  ", not by this user (", geteuid(), "); it was not written by this job");
+  PRONGHORN_CHECK((st.st_mode & 077) == 0, "token file ", path,
+                  ": other users may read it (mode ", detail::concat(std::oct, st.st_mode & 0777),
+                  "); expected 0600");
+  return first_line_token(path, st);
 }
 
 std::string read_or_create_token_file(const std::string& path) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    PRONGHORN_CHECK(errno == EEXIST, "token file ", path, ": cannot create it (",
-                    std::strerror(errno), ")");
-    return read_token_file(path);
-  }
   const std::string token = generate_token();
-  const std::string text = token + "\n";
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int saved = errno;
-  close(fd);
-  PRONGHORN_CHECK(written, "token file ", path, ": cannot write it (", std::strerror(saved), ")");
-  return token;
+  if (write_file_atomically(path, token + "\n", 0600, Replace::kNo)) return token;
+  return read_run_token_file(path);  // there already
 }
 
 bool tokens_equal(std::string_view given, std::string_view expected) {

@@ -43,6 +43,7 @@ TEST(TokenTest, CreatedFileIsPrivateAndReadBackTheSame) {
 TEST(TokenTest, ReadTrimsTheFirstLine) {
   const std::string path = temp_path("trim");
   std::ofstream(path) << "  s3cret \r\nsecond line\n";
+  chmod(path.c_str(), 0600);
   EXPECT_EQ(read_token_file(path), "s3cret");
 }
 
@@ -56,7 +57,42 @@ TEST(TokenTest, MissingOrEmptyFileIsAnErrorNamingIt) {
   }
   const std::string empty = temp_path("empty");
   std::ofstream(empty) << "   \n";
+  chmod(empty.c_str(), 0600);
   EXPECT_THROW(read_token_file(empty), Error);
+}
+
+TEST(TokenTest, ExplicitFileOpenToOtherUsersIsRefused) {
+  const std::string path = temp_path("open");
+  std::ofstream(path) << "s3cret\n";
+  chmod(path.c_str(), 0644);
+  try {
+    read_token_file(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("other users may read or write it (mode 644)"),
+              std::string::npos)
+        << e.what();
+  }
+  chmod(path.c_str(), 0640);  // a group-readable secret is the user's choice
+  EXPECT_EQ(read_token_file(path), "s3cret");
+}
+
+TEST(TokenTest, RunDirectoryTokenMustBeThisUsersAndPrivate) {
+  const std::string path = temp_path("planted");
+  std::ofstream(path) << "planted\n";
+  chmod(path.c_str(), 0640);
+  EXPECT_THROW(read_or_create_token_file(path), Error) << "not private";
+  chmod(path.c_str(), 0600);
+  EXPECT_EQ(read_or_create_token_file(path), "planted");
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+    try {
+      read_or_create_token_file(path);
+      FAIL() << "another user's token file was adopted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("owned by uid 65534"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(TokenTest, EqualOnlyForTheSameBytes) {

@@ -1,8 +1,6 @@
 #include "learner/checkpoint.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/fnv.h"
 
 namespace pronghorn::learner {
@@ -43,14 +42,6 @@ struct Reader {
     return true;
   }
 };
-
-void fsync_path(const std::string& path, int flags) {
-  int fd = open(path.c_str(), flags | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-}
 
 uint64_t step_of(const fs::path& p) {
   const std::string name = p.filename().string();  // step-<n>.ckpt
@@ -124,16 +115,7 @@ std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int 
   put_u64(file, fnv1a(payload));
 
   const std::string path = folder + "/step-" + std::to_string(c.learner_steps) + ".ckpt";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(file.data(), static_cast<std::streamsize>(file.size()));
-    PRONGHORN_CHECK(out.good(), "checkpoint ", tmp, ": write failed");
-  }
-  fsync_path(tmp, O_RDONLY);
-  fs::rename(tmp, path, ec);
-  PRONGHORN_CHECK(!ec, "checkpoint ", path, ": ", ec.message());
-  fsync_path(folder, O_RDONLY | O_DIRECTORY);
+  write_file_atomically(path, file, 0600);
   std::vector<fs::path> all = checkpoints_newest_first(folder);
   for (size_t i = static_cast<size_t>(std::max(1, keep)); i < all.size(); ++i) fs::remove(all[i], ec);
   return path;

@@ -12,6 +12,22 @@ ControlReply job_ending() {
 
 }  // namespace
 
+ControlAnswer& ControlAnswer::operator=(ControlAnswer&& other) noexcept {
+  if (this != &other) {
+    if (callback_) callback_(job_ending());
+    callback_ = std::exchange(other.callback_, {});
+  }
+  return *this;
+}
+
+ControlAnswer::~ControlAnswer() {
+  if (callback_) callback_(job_ending());
+}
+
+void ControlAnswer::operator()(const ControlReply& reply) {
+  if (Callback callback = std::exchange(callback_, {})) callback(reply);
+}
+
 void ControlBoard::publish(v1::Status status) {
   std::lock_guard lock(mutex_);
   status_ = std::move(status);
@@ -30,30 +46,32 @@ std::optional<ControlBoard::Pending> ControlBoard::next() {
   return pending;
 }
 
-std::future<ControlReply> ControlBoard::submit(const ControlRequest& request) {
-  Pending pending{request, {}};
-  std::future<ControlReply> reply = pending.reply.get_future();
-  std::lock_guard lock(mutex_);
-  if (closed_) {
-    pending.reply.set_value(job_ending());
-  } else {
-    queue_.push_back(std::move(pending));
+void ControlBoard::submit(const ControlRequest& request, ControlAnswer answer) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!closed_) {
+      queue_.push_back({request, std::move(answer)});
+      return;
+    }
   }
-  return reply;
+  answer(job_ending());  // outside the lock: the answer may call back into gRPC
 }
 
 void ControlBoard::close() {
-  std::lock_guard lock(mutex_);
-  closed_ = true;
-  status_.set_stopping(true);
-  for (Pending& p : queue_) p.reply.set_value(job_ending());
-  queue_.clear();
+  std::deque<Pending> refused;
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    status_.set_stopping(true);
+    refused.swap(queue_);
+  }
   closed_cv_.notify_all();
+  for (Pending& p : refused) p.reply(job_ending());
 }
 
-bool ControlBoard::sleep_unless_closed(std::chrono::duration<double> duration) const {
+bool ControlBoard::wait_closed_until(Clock::time_point deadline) const {
   std::unique_lock lock(mutex_);
-  return !closed_cv_.wait_for(lock, duration, [this] { return closed_; });
+  return closed_cv_.wait_until(lock, deadline, [this] { return closed_; });
 }
 
 }  // namespace pronghorn::learner

@@ -1,11 +1,9 @@
-// The most actors one node may be asked to run (ScaleActors, actor.count).
-constexpr int kMaxActors = 1024;
-
 // Where the control plane meets the learner's loop (DESIGN.md §4):
 // gRPC threads → ControlBoard → learner loop. The loop publishes a status
 // snapshot and, between learner steps, carries out the requests the gRPC
 // threads queued (scale, checkpoint, stop), so the supervisor and the model
-// stay owned by the loop's one thread.
+// stay owned by the loop's one thread. A request's answer is a callback, so
+// no gRPC thread waits for the loop.
 // Threads: any thread may call any method.
 #pragma once
 
@@ -13,14 +11,18 @@ constexpr int kMaxActors = 1024;
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <future>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "proto/pronghorn.pb.h"
 
 namespace pronghorn::learner {
+
+// The most actors one node may be asked to run (ScaleActors, actor.count).
+constexpr int kMaxActors = 1024;
 
 struct ControlRequest {
   enum class Kind { kScaleActors, kSaveCheckpoint, kStop };
@@ -36,26 +38,47 @@ struct ControlReply {
   int previous_actors = 0, actors = 0;  // kScaleActors
 };
 
+// Answers one request exactly once: with the reply given, or, when it is
+// destroyed unanswered (the loop ended on an error), with "the job is
+// stopping". A gRPC call waiting on it therefore always ends.
+class ControlAnswer {
+ public:
+  using Callback = std::function<void(const ControlReply&)>;
+  ControlAnswer() = default;
+  explicit ControlAnswer(Callback callback) : callback_(std::move(callback)) {}
+  ControlAnswer(ControlAnswer&& other) noexcept : callback_(std::exchange(other.callback_, {})) {}
+  ControlAnswer& operator=(ControlAnswer&& other) noexcept;
+  ~ControlAnswer();
+
+  void operator()(const ControlReply& reply);
+
+ private:
+  Callback callback_;  // empty once called
+};
+
 class ControlBoard {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // Learner side.
   void publish(v1::Status status);
   // The oldest queued request, if any; answer it with `reply`.
   struct Pending {
     ControlRequest request;
-    std::promise<ControlReply> reply;
+    ControlAnswer reply;
   };
   std::optional<Pending> next();
-  // The loop has ended: queued and later requests get an error, watchers stop.
+  // The loop has ended: queued and later requests are answered "the job is
+  // stopping", and the status says `stopping`.
   void close();
 
   // gRPC side.
   v1::Status status() const;
-  // Queues `request`; the future is ready once the loop has carried it out
-  // (or refused it because the job is ending).
-  std::future<ControlReply> submit(const ControlRequest& request);
-  // Sleeps up to `duration`; false as soon as the board is closed.
-  bool sleep_unless_closed(std::chrono::duration<double> duration) const;
+  // Queues `request`; `answer` is called once the loop has carried it out, or
+  // at once when the job is ending.
+  void submit(const ControlRequest& request, ControlAnswer answer);
+  // Waits until `deadline`; true as soon as the board is closed.
+  bool wait_closed_until(Clock::time_point deadline) const;
 
  private:
   mutable std::mutex mutex_;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/resource_quota.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -11,15 +10,14 @@
 
 #include "core/error.h"
 #include "core/token.h"
+#include "learner/status_streams.h"
 #include "proto/pronghorn.grpc.pb.h"
 
 namespace pronghorn::learner {
 namespace {
 
-using grpc::ServerContext;
+using grpc::CallbackServerContext;
 using grpc::StatusCode;
-
-constexpr auto kReplyTimeout = std::chrono::seconds(60);  // a checkpoint of a large model
 
 std::string read_pem(const std::string& key, const std::string& path) {
   std::ifstream in(path);
@@ -43,80 +41,87 @@ std::shared_ptr<grpc::ServerCredentials> credentials(const ServerConfig& c) {
   return grpc::SslServerCredentials(options);
 }
 
-class LearnerService final : public v1::Learner::Service {
+// Every call is answered by a callback, never by a thread that waits:
+// status calls at once, steering calls when the learner's loop has carried
+// them out (ControlAnswer), status streams by StatusStreams. So no number of
+// open streams or slow calls can keep the owner's `stop` from getting through.
+class LearnerService final : public v1::Learner::CallbackService {
  public:
   LearnerService(std::string token, bool open_reads, ControlBoard& board)
-      : token_(std::move(token)), open_reads_(open_reads), board_(board) {}
+      : token_(std::move(token)), open_reads_(open_reads), board_(board), streams_(board) {}
 
-  grpc::Status GetStatus(ServerContext* context, const v1::GetStatusRequest*,
-                         v1::Status* reply) override {
-    if (grpc::Status denied = authorize(context, false); !denied.ok()) return denied;
-    *reply = board_.status();
-    return grpc::Status::OK;
+  grpc::ServerUnaryReactor* GetStatus(CallbackServerContext* context, const v1::GetStatusRequest*,
+                                      v1::Status* reply) override {
+    grpc::Status status = authorize(*context, false);
+    if (status.ok()) *reply = board_.status();
+    return finished(context, status);
   }
 
-  grpc::Status WatchStatus(ServerContext* context, const v1::WatchStatusRequest* request,
-                           grpc::ServerWriter<v1::Status>* writer) override {
-    if (grpc::Status denied = authorize(context, false); !denied.ok()) return denied;
+  grpc::ServerWriteReactor<v1::Status>* WatchStatus(
+      CallbackServerContext* context, const v1::WatchStatusRequest* request) override {
+    if (grpc::Status denied = authorize(*context, false); !denied.ok()) return StatusStreams::refused(denied);
     const double interval = request->interval_s() == 0 ? 1.0 : request->interval_s();
     if (!std::isfinite(interval) || interval < 0.05 || interval > 3600) {
-      return {StatusCode::INVALID_ARGUMENT,
-              fmt::format("interval_s = {}: expected 0 (1 s) or 0.05 to 3600 seconds",
-                          request->interval_s())};
+      return StatusStreams::refused({StatusCode::INVALID_ARGUMENT,
+                      fmt::format("interval_s = {}: expected 0 (1 s) or 0.05 to 3600 seconds",
+                                  request->interval_s())});
     }
-    while (!context->IsCancelled()) {
-      if (!writer->Write(board_.status())) break;
-      if (!board_.sleep_unless_closed(std::chrono::duration<double>(interval))) {
-        writer->Write(board_.status());  // the last one says `stopping`
-        break;
-      }
-    }
-    return grpc::Status::OK;
+    return streams_.open(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(interval)));
   }
 
-  grpc::Status ScaleActors(ServerContext* context, const v1::ScaleActorsRequest* request,
-                           v1::ScaleActorsReply* reply) override {
-    if (grpc::Status denied = authorize(context, true); !denied.ok()) return denied;
+  grpc::ServerUnaryReactor* ScaleActors(CallbackServerContext* context,
+                                        const v1::ScaleActorsRequest* request,
+                                        v1::ScaleActorsReply* reply) override {
+    if (grpc::Status denied = authorize(*context, true); !denied.ok()) {
+      return finished(context, denied);
+    }
     if (request->count() < 0 || request->count() > kMaxActors) {
-      return {StatusCode::INVALID_ARGUMENT,
-              fmt::format("count = {}: expected 0 to {} actors", request->count(), kMaxActors)};
+      return finished(context, {StatusCode::INVALID_ARGUMENT,
+                                fmt::format("count = {}: expected 0 to {} actors",
+                                            request->count(), kMaxActors)});
     }
-    ControlReply r;
-    grpc::Status status =
-        carry_out({.kind = ControlRequest::Kind::kScaleActors, .actors = request->count()}, r);
-    reply->set_previous(static_cast<uint32_t>(r.previous_actors));
-    reply->set_desired(static_cast<uint32_t>(r.actors));
-    return status;
+    return carry_out(context, {.kind = ControlRequest::Kind::kScaleActors, .actors = request->count()},
+                     [reply](const ControlReply& r) {
+                       reply->set_previous(static_cast<uint32_t>(r.previous_actors));
+                       reply->set_desired(static_cast<uint32_t>(r.actors));
+                     });
   }
 
-  grpc::Status SaveCheckpoint(ServerContext* context, const v1::SaveCheckpointRequest*,
-                              v1::SaveCheckpointReply* reply) override {
-    if (grpc::Status denied = authorize(context, true); !denied.ok()) return denied;
-    ControlReply r;
-    grpc::Status status = carry_out({.kind = ControlRequest::Kind::kSaveCheckpoint}, r);
-    reply->set_path(r.checkpoint_path);
-    return status;
+  grpc::ServerUnaryReactor* SaveCheckpoint(CallbackServerContext* context,
+                                           const v1::SaveCheckpointRequest*,
+                                           v1::SaveCheckpointReply* reply) override {
+    if (grpc::Status denied = authorize(*context, true); !denied.ok()) {
+      return finished(context, denied);
+    }
+    return carry_out(context, {.kind = ControlRequest::Kind::kSaveCheckpoint},
+                     [reply](const ControlReply& r) { reply->set_path(r.checkpoint_path); });
   }
 
-  grpc::Status Stop(ServerContext* context, const v1::StopRequest* request,
-                    v1::StopReply* reply) override {
-    if (grpc::Status denied = authorize(context, true); !denied.ok()) return denied;
-    ControlReply r;
-    grpc::Status status =
-        carry_out({.kind = ControlRequest::Kind::kStop, .graceful = request->graceful()}, r);
-    reply->set_checkpoint_path(r.checkpoint_path);
-    return status;
+  grpc::ServerUnaryReactor* Stop(CallbackServerContext* context, const v1::StopRequest* request,
+                                 v1::StopReply* reply) override {
+    if (grpc::Status denied = authorize(*context, true); !denied.ok()) {
+      return finished(context, denied);
+    }
+    return carry_out(context,
+                     {.kind = ControlRequest::Kind::kStop, .graceful = request->graceful()},
+                     [reply](const ControlReply& r) { reply->set_checkpoint_path(r.checkpoint_path); });
   }
 
  private:
+  static grpc::ServerUnaryReactor* finished(CallbackServerContext* context, grpc::Status status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(std::move(status));
+    return reactor;
+  }
   // OK, or why this call may not go on: no token → UNAUTHENTICATED, a wrong
   // one → PERMISSION_DENIED.
-  grpc::Status authorize(ServerContext* context, bool mutating) const {
+  grpc::Status authorize(const CallbackServerContext& context, bool mutating) const {
     if (!mutating && open_reads_) return grpc::Status::OK;
-    const auto& metadata = context->client_metadata();
+    const auto& metadata = context.client_metadata();
     const auto found = metadata.find("authorization");
     if (found == metadata.end()) {
-      spdlog::warn("control: {} without a token refused", context->peer());
+      spdlog::warn("control: {} without a token refused", context.peer());
       return {StatusCode::UNAUTHENTICATED,
               "this call needs the job's token: metadata `authorization: Bearer <token>` "
               "(pronghorn --token-file)"};
@@ -127,27 +132,35 @@ class LearnerService final : public v1::Learner::Service {
       return {StatusCode::UNAUTHENTICATED, "authorization metadata: expected `Bearer <token>`"};
     }
     if (!tokens_equal(value.substr(kScheme.size()), token_)) {
-      spdlog::warn("control: {} with a wrong token refused", context->peer());
+      spdlog::warn("control: {} with a wrong token refused", context.peer());
       return {StatusCode::PERMISSION_DENIED, "wrong token"};
     }
     return grpc::Status::OK;
   }
 
-  // Queues `request` for the learner's loop and waits for its reply.
-  grpc::Status carry_out(const ControlRequest& request, ControlReply& reply) {
-    std::future<ControlReply> future = board_.submit(request);
-    if (future.wait_for(kReplyTimeout) != std::future_status::ready) {
-      return {StatusCode::DEADLINE_EXCEEDED, "the learner did not answer within 60 s"};
-    }
-    reply = future.get();
-    if (reply.job_ending) return {StatusCode::UNAVAILABLE, reply.error};
-    if (!reply.error.empty()) return {StatusCode::INTERNAL, reply.error};
-    return grpc::Status::OK;
+  // Queues `request` for the learner's loop; its reply fills the call's reply
+  // (`fill`) and finishes the call. The caller's deadline bounds the wait.
+  grpc::ServerUnaryReactor* carry_out(CallbackServerContext* context,
+                                      const ControlRequest& request,
+                                      std::function<void(const ControlReply&)> fill) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    board_.submit(request, ControlAnswer([reactor, fill = std::move(fill)](const ControlReply& r) {
+                    fill(r);
+                    if (r.job_ending) {
+                      reactor->Finish({StatusCode::UNAVAILABLE, r.error});
+                    } else if (!r.error.empty()) {
+                      reactor->Finish({StatusCode::INTERNAL, r.error});
+                    } else {
+                      reactor->Finish(grpc::Status::OK);
+                    }
+                  }));
+    return reactor;
   }
 
   const std::string token_;
   const bool open_reads_;
   ControlBoard& board_;
+  StatusStreams streams_;
 };
 
 }  // namespace
@@ -169,9 +182,10 @@ ControlServer::ControlServer(const ServerConfig& config, std::string token, Cont
   // Requests are a few bytes; a Status is under 1 KiB.
   builder.SetMaxReceiveMessageSize(64 * 1024);
   builder.SetMaxSendMessageSize(1 << 20);
-  grpc::ResourceQuota quota("pronghorn-control");
-  quota.SetMaxThreads(16);
-  builder.SetResourceQuota(quota);
+  // gRPC sets SO_REUSEPORT by default: a second job on this port would bind
+  // it too and take half the connections (status from the wrong job, `stop`
+  // reaching the wrong one).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl_->server = builder.BuildAndStart();
   PRONGHORN_CHECK(impl_->server && impl_->port > 0, "server.address = \"", config.address,
                   "\": cannot listen there (another job on that port? port 0 picks a free one)",

@@ -3,8 +3,8 @@
 // learner's loop. Mutating calls need `authorization: Bearer <token>`
 // (compared in constant time); read-only calls are open on a loopback
 // address and need the token otherwise. TLS (and mutual TLS) by config.
-// Threads: gRPC's own serve the calls (at most 16); the owner constructs and
-// destroys it.
+// Threads: gRPC's callback threads serve the calls without waiting in them
+// (see StatusStreams for WatchStatus); the owner constructs and destroys it.
 #pragma once
 
 #include <memory>

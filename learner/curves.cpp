@@ -60,9 +60,14 @@ void write_curves_svg(const std::string& path, const std::string& title,
   svg += panel(points, [](const CurvePoint& p) { return p.seconds; }, "wall time (s)",
                kPanelWidth + 20);
   svg += "</svg>\n";
+  // Not flushed to disk (it is redrawn every report); a failed write (a full
+  // disk) leaves the old picture and no temporary file.
   const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << svg;
-  std::rename(tmp.c_str(), path.c_str());
+  if (std::ofstream(tmp) << svg << std::flush) {
+    std::rename(tmp.c_str(), path.c_str());
+  } else {
+    std::remove(tmp.c_str());
+  }
 }
 
 }  // namespace pronghorn::learner

@@ -18,6 +18,7 @@
 #include "buffer/ring.h"
 #include "buffer/weight_slab.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/fnv.h"
 #include "core/tensor_runtime.h"
 #include "core/token.h"
@@ -39,6 +40,12 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+Clock::duration as_duration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// How soon a periodic checkpoint that failed (a full disk) is tried again.
+constexpr double kCheckpointRetryS = 10;
 
 // Removes shared memory left by an earlier learner of this run that died
 // (names carry the learner's pid: /pronghorn-<run>-<pid>-ring|slab).
@@ -109,7 +116,7 @@ struct RunStats {
 // and for port 0 (any free port): "<host>:<port>" in <run_dir>/server.address.
 void write_server_address(const std::string& run_dir, const std::string& configured, int port) {
   const std::string host = configured.substr(0, configured.rfind(':'));
-  std::ofstream(run_dir + "/server.address") << host << ":" << port << "\n";
+  write_file_atomically(run_dir + "/server.address", host + ":" + std::to_string(port) + "\n");
 }
 
 // One learner and its node's actors: setup, then run() until done.
@@ -204,8 +211,9 @@ class LearnerLoop {
   std::optional<Supervisor> supervisor_;
   std::optional<BatchPrefetcher> prefetcher_;  // stopped before the actors
   bool stop_requested_ = false, checkpoint_at_stop_ = true;
-  std::vector<std::promise<ControlReply>> stop_replies_;  // answered once stopped
+  std::vector<ControlAnswer> stop_replies_;  // answered once stopped
   std::ofstream metrics_{o_.run_dir + "/metrics.jsonl", std::ios::app};
+  bool metrics_lost_ = false;  // the last write failed
   Clock::time_point last_report_;
   uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts
   std::vector<CurvePoint> curve_;
@@ -278,7 +286,7 @@ void LearnerLoop::handle(ControlBoard::Pending& pending) {
     reply.error = e.what();
   }
   publish_status();  // before the reply: a caller's next GetStatus sees the change
-  pending.reply.set_value(reply);
+  pending.reply(reply);
 }
 
 v1::Status LearnerLoop::status() const {
@@ -356,7 +364,14 @@ void LearnerLoop::report(Clock::time_point now) {
   learner_steps_at_report_ = stats_.learner_steps;
   const v1::Status s = status();
   board_.publish(s);
-  metrics_ << status_json(s) << "\n" << std::flush;
+  if (!(metrics_ << status_json(s) << "\n" << std::flush)) {
+    // A full disk: this line is lost, the next is tried; said once per outage.
+    if (!metrics_lost_) spdlog::error("{}/metrics.jsonl: cannot write; lines are lost until it can", o_.run_dir);
+    metrics_lost_ = true;
+    metrics_.clear();
+  } else {
+    metrics_lost_ = false;
+  }
   if (!stats_.recent.empty()) {
     curve_.push_back({static_cast<double>(stats_.env_steps), elapsed_s, stats_.return_mean()});
     write_curves_svg(o_.run_dir + "/curves.svg", c_.run.name + " on " + spec_.name, curve_);
@@ -367,8 +382,9 @@ void LearnerLoop::report(Clock::time_point now) {
 }
 
 TrainResult LearnerLoop::run() {
-  auto last_checkpoint = Clock::now(), last_status = last_checkpoint;
-  last_report_ = last_checkpoint;
+  auto last_status = Clock::now();
+  auto next_checkpoint = last_status + as_duration(c_.run.checkpoint_interval_s);
+  last_report_ = last_status;
   steps_at_report_ = stats_.env_steps;  // after any resume
   learner_steps_at_report_ = stats_.learner_steps;
   bool reached_target = false, finished = false;  // finished: target or step budget reached
@@ -402,10 +418,16 @@ TrainResult LearnerLoop::run() {
       break;
     }
     if (seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
-    if (c_.run.checkpoint_interval_s > 0 &&
-        seconds(now - last_checkpoint) >= c_.run.checkpoint_interval_s) {
-      checkpoint();
-      last_checkpoint = now;
+    if (c_.run.checkpoint_interval_s > 0 && now >= next_checkpoint) {
+      next_checkpoint = now + as_duration(c_.run.checkpoint_interval_s);
+      try {
+        checkpoint();
+      } catch (const Error& e) {  // a full disk: training goes on, the checkpoint is retried
+        const auto retry = std::min(as_duration(c_.run.checkpoint_interval_s),
+                                    as_duration(kCheckpointRetryS));
+        spdlog::error("{}; training goes on, next try in {:.0f} s", e.what(), seconds(retry));
+        next_checkpoint = now + retry;
+      }
     }
   }
   // The batch prepared during the last step left the ring: train on it too.
@@ -420,7 +442,7 @@ TrainResult LearnerLoop::run() {
   board_.close();  // refuse new requests; end status streams
   ControlReply stopped;
   stopped.checkpoint_path = final_checkpoint;
-  for (auto& reply : stop_replies_) reply.set_value(stopped);
+  for (auto& reply : stop_replies_) reply(stopped);
   if (!finished) {  // stopped by a signal or a Stop call
     result.env_steps = stats_.env_steps;
     result.seconds = elapsed();
@@ -439,7 +461,9 @@ TrainResult train(const TrainOptions& options, const std::atomic<bool>& stop) {
   set_compute_threads(
       options.config.learner.threads > 0 ? static_cast<int>(options.config.learner.threads) : 1);
   torch::manual_seed(options.config.run.seed);
-  return LearnerLoop(options, stop).run();
+  LearnerLoop loop(options, stop);
+  if (options.on_started) options.on_started();
+  return loop.run();
 }
 
 }  // namespace pronghorn::learner

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "core/config.h"
@@ -17,6 +18,9 @@ struct TrainOptions {
   Config config;
   std::string run_dir;  // exists; config.toml is written there first
   bool resume = false;  // continue from the newest valid checkpoint in run_dir/checkpoints
+  // Called once the job has started (control plane listening, actors
+  // spawned); an exception before it is a job that failed to start.
+  std::function<void()> on_started;
 };
 
 // Where the run ended: when it reached run.target_return or run.total_steps,

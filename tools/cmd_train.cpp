@@ -8,14 +8,14 @@
 
 #include <atomic>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "actor/actor.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/logging.h"
+#include "core/run_dir.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
 
@@ -53,21 +53,33 @@ void run_train(const TrainArgs& args) {
   Config config = args.resume.empty()
                       ? args.config.load()
                       : load_config(args.resume + "/config.toml", args.config.overrides);
-  if (config.run.name.empty()) config.run.name = default_run_name();
+  const bool generated_name = config.run.name.empty();
+  if (generated_name) config.run.name = default_run_name();
   if (args.print_config) {
     std::cout << to_toml(config);
     return;
   }
-  const std::string dir = !args.resume.empty()   ? args.resume
-                          : !args.run_dir.empty() ? args.run_dir
-                                                  : config.run.dir + "/" + config.run.name;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  PRONGHORN_CHECK(!ec, "run directory ", dir, ": ", ec.message());
-  std::ofstream(dir + "/config.toml") << to_toml(config);
-  add_log_file(dir + "/train.log");
-  install_stop_handlers();
-  learner::TrainResult r = learner::train({config, dir, !args.resume.empty()}, g_stop);
+  using Mode = RunDirectory::Mode;
+  // A name made from the clock gives way to a -2, -3… when taken (two jobs in
+  // one second); a name or directory the user chose is refused when taken.
+  RunDirectory run = !args.resume.empty()   ? RunDirectory(args.resume, Mode::kResume)
+                     : !args.run_dir.empty() ? RunDirectory(args.run_dir, Mode::kNew)
+                                             : RunDirectory(config.run.dir + "/" + config.run.name,
+                                                            generated_name ? Mode::kNewOrSuffixed
+                                                                           : Mode::kNew);
+  if (generated_name && args.run_dir.empty() && args.resume.empty()) config.run.name = run.name();
+  const std::string& dir = run.path();
+  bool started = false;
+  learner::TrainResult r;
+  try {
+    write_file_atomically(dir + "/config.toml", to_toml(config));
+    add_log_file(dir + "/train.log");
+    install_stop_handlers();
+    r = learner::train({config, dir, !args.resume.empty(), [&] { started = true; }}, g_stop);
+  } catch (...) {
+    if (!started) run.remove_if_new();  // nothing of a job that never ran is kept
+    throw;
+  }
   if (r.reached_target) {
     std::cout << fmt::format(
         "solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} s and {} env "

@@ -23,12 +23,19 @@ std::string read_file(const std::string& option, const std::string& path) {
   return text.str();
 }
 
+// The address a job wrote into its run directory, or "".
+std::string recorded_address(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/server.address");
+  std::string address;
+  in >> address;
+  return address;
+}
+
 std::string resolve_target(const ControlArgs& a) {
   if (!a.target.empty()) return a.target;
   if (!a.run_dir.empty()) {
-    std::ifstream in(a.run_dir + "/server.address");
-    std::string address;
-    if (!(in >> address)) {
+    std::string address = recorded_address(a.run_dir);
+    if (address.empty()) {
       throw UsageError("--run-dir " + a.run_dir +
                        ": no server.address there (has a job run in this directory?)");
     }
@@ -81,15 +88,17 @@ struct ControlClient::Impl {
     return "";
   }
 
-  // --token, --token-file, the run directory's token file (--run-dir, or
-  // the one the job reports), else none (the server will say so).
+  // --token, --token-file, else the token of the job's run directory (--run-dir,
+  // or the one the job reports) when that directory records this very target
+  // as its address: a run directory's token goes to no other server.
   std::string find_token() {
     if (token) return *token;
     token = given_token();
     if (token->empty()) {
-      std::string dir = args.run_dir;
-      if (dir.empty()) dir = status().run_dir();
-      if (std::filesystem::exists(dir + "/token")) token = read_token_file(dir + "/token");
+      const std::string dir = args.run_dir.empty() ? status().run_dir() : args.run_dir;
+      if (recorded_address(dir) == target && std::filesystem::exists(dir + "/token")) {
+        token = read_run_token_file(dir + "/token");
+      }
     }
     return *token;
   }

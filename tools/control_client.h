@@ -2,7 +2,8 @@
 // `pronghorn status | scale | checkpoint | stop`: where the learner is (a
 // --target, else the run directory's server.address, else 127.0.0.1:7453),
 // TLS when a CA is given, and the token for mutating calls (--token,
-// --token-file, else the token file in the job's run directory).
+// --token-file, else the token file in the job's run directory, sent only
+// to the address that directory records).
 // Every failure throws Error (exit 1) or UsageError (exit 2) with one line.
 #pragma once
 

@@ -1,0 +1,103 @@
+// A training job for control-plane tests: `pronghorn train` on free ports
+// with one actor, training until the test ends it, and the small gRPC and
+// shell helpers those tests share.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "proto/pronghorn.grpc.pb.h"
+#include "tests/testing/job.h"
+
+namespace pronghorn::testing {
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a shell command; its exit code and its stdout and stderr together.
+inline std::pair<int, std::string> shell(const std::string& command) {
+  const std::string out =
+      ::testing::TempDir() + "/control-test-" + std::to_string(getpid()) + ".out";
+  const int status = std::system((command + " >" + out + " 2>&1").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out)};
+}
+
+// The arguments of a job on any free ports, trained forever until the test
+// ends it, in run directory `dir` named `name`.
+inline std::vector<std::string> job_args(const std::string& dir, const std::string& name) {
+  return {"train",
+          "--run-dir",
+          dir,
+          "--set",
+          "run.name=" + name,
+          "--set",
+          "run.target_return=0",
+          "--set",
+          "run.total_steps=1000000000",
+          "--set",
+          "run.checkpoint_interval_s=0",
+          "--set",
+          "actor.count=1",
+          "--set",
+          "server.address=127.0.0.1:0",
+          "--set",
+          "server.metrics_port=0"};
+}
+
+// A training job on any free ports, trained forever until the test ends it.
+struct Job {
+  std::string name = "control-test-" + std::to_string(getpid()) + "-" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::string dir = ::testing::TempDir() + "/" + name;
+  pid_t pid = -1;
+  std::string address, token;
+
+  explicit Job(std::vector<std::string> extra = {}) {
+    std::filesystem::remove_all(dir);
+    std::vector<std::string> args = job_args(dir, name);
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid = start_pronghorn(args);
+    // server.address is written once the server listens.
+    EXPECT_TRUE(wait_for([&] { return std::filesystem::exists(dir + "/server.address"); }));
+    std::ifstream(dir + "/server.address") >> address;
+    std::ifstream(dir + "/token") >> token;
+  }
+  ~Job() {
+    if (pid > 0 && kill(pid, SIGTERM) == 0) wait_exit(pid);
+  }
+
+  std::unique_ptr<v1::Learner::Stub> stub(
+      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials()) {
+    return v1::Learner::NewStub(grpc::CreateChannel(address, credentials));
+  }
+};
+
+// A context with a 10 s deadline and, unless empty, `authorization: Bearer <token>`.
+inline std::unique_ptr<grpc::ClientContext> context(const std::string& token = "") {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) c->AddMetadata("authorization", "Bearer " + token);
+  return c;
+}
+
+inline v1::Status get_status(v1::Learner::Stub& stub) {
+  v1::Status s;
+  grpc::Status rpc = stub.GetStatus(context().get(), {}, &s);
+  EXPECT_TRUE(rpc.ok()) << rpc.error_message();
+  return s;
+}
+
+}  // namespace pronghorn::testing
