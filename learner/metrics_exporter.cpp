@@ -11,11 +11,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -23,6 +27,7 @@
 namespace pronghorn::learner {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
@@ -123,19 +128,19 @@ class StatusCollector final : public prometheus::Collectable {
   const ControlBoard& board_;
 };
 
-// Reads one HTTP request head (up to a blank line, 8 KiB, or 2 s) and
-// answers it: GET /metrics → the metrics, anything else → 404 or 405.
-void answer(int fd, const StatusCollector& collector) {
-  timeval timeout{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  std::string head;
-  char buffer[1024];
-  while (head.find("\r\n\r\n") == std::string::npos && head.size() < 8192) {
-    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
-    if (n <= 0) return;
-    head.append(buffer, static_cast<size_t>(n));
-  }
+// A connection is dropped once this long has passed since it was accepted,
+// whether or not its request head has come in or its reply gone out: a
+// client that trickles a byte a second is cut off like one that sends nothing.
+constexpr auto kExchangeTimeout = std::chrono::seconds(2);
+// Open connections at most; one more evicts the oldest (the nearest its
+// deadline), so new clients are always read.
+constexpr size_t kMaxConnections = 64;
+// A request head longer than this is answered from what has come in.
+constexpr size_t kMaxHead = 8192;
+
+// The reply to one request head: GET /metrics → the metrics, any other path
+// → 404, any other method → 405. The connection closes after it.
+std::string reply_to(const std::string& head, const StatusCollector& collector) {
   const std::string line = head.substr(0, head.find("\r\n"));
   std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
   if (!line.starts_with("GET ")) {
@@ -145,14 +150,36 @@ void answer(int fd, const StatusCollector& collector) {
   } else {
     body = prometheus::TextSerializer().Serialize(collector.Collect());
   }
-  const std::string reply = fmt::format(
+  return fmt::format(
       "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
       status, type, body.size(), body);
-  for (size_t sent = 0; sent < reply.size();) {
-    const ssize_t n = send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
+}
+
+// One client: its request head coming in, then the reply going out. The
+// socket does not block.
+struct Connection {
+  int fd = -1;
+  Clock::time_point deadline;  // accepted + kExchangeTimeout
+  std::string in, out;         // out: empty until the head is in
+  size_t sent = 0;             // bytes of out sent
+};
+
+// Moves `c` along as far as its socket allows; false once it is finished
+// (reply sent, client gone, or a socket error).
+bool advance(Connection& c, const StatusCollector& collector) {
+  if (c.out.empty()) {
+    char buffer[2048];
+    const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) return false;
+    c.in.append(buffer, static_cast<size_t>(n));
+    if (c.in.find("\r\n\r\n") == std::string::npos && c.in.size() < kMaxHead) return true;
+    c.out = reply_to(c.in, collector);
   }
+  const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+  if (n < 0) return errno == EAGAIN || errno == EINTR;
+  c.sent += static_cast<size_t>(n);
+  return c.sent < c.out.size();
 }
 
 }  // namespace
@@ -164,21 +191,40 @@ struct MetricsExporter::Impl {
   int port = 0;
   std::thread thread;
 
+  // poll() over the listener, the wake pipe and every open connection.
   void serve() {
-    pollfd fds[2] = {{listener, POLLIN, 0}, {wake[0], POLLIN, 0}};
+    std::deque<Connection> open;  // oldest first, so deadlines ascend
+    std::vector<pollfd> fds;
     for (;;) {
-      if (poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;  // a signal landed on this thread
-        return;
+      fds.assign({{listener, POLLIN, 0}, {wake[0], POLLIN, 0}});
+      for (const Connection& c : open)
+        fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      int timeout_ms = -1;
+      if (!open.empty()) {
+        const auto left = open.front().deadline - Clock::now();
+        timeout_ms = static_cast<int>(
+            std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
       }
-      if (fds[1].revents) return;
+      if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+      if (fds[1].revents) break;
+      const auto now = Clock::now();
+      for (size_t i = 0; i < open.size(); ++i) {
+        Connection& c = open[i];
+        const bool done = (fds[i + 2].revents && !advance(c, collector)) || c.deadline <= now;
+        if (done) close(std::exchange(c.fd, -1));
+      }
+      std::erase_if(open, [](const Connection& c) { return c.fd < 0; });
       if (!(fds[0].revents & POLLIN)) continue;
       // The listener does not block: a client gone before accept costs nothing.
-      const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      answer(fd, collector);
-      close(fd);
+      for (int fd; (fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+        if (open.size() == kMaxConnections) {
+          close(open.front().fd);
+          open.pop_front();
+        }
+        open.push_back({fd, now + kExchangeTimeout, {}, {}, 0});
+      }
     }
+    for (const Connection& c : open) close(c.fd);
   }
 };
 
@@ -195,7 +241,7 @@ MetricsExporter::MetricsExporter(int port, const ControlBoard& board)
   address.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t size = sizeof address;
   if (bind(impl_->listener, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
-      listen(impl_->listener, 16) != 0 ||
+      listen(impl_->listener, 64) != 0 ||
       getsockname(impl_->listener, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
     const int saved = errno;
     close(impl_->listener);
