@@ -2,19 +2,21 @@
 // published on its ControlBoard, read at scrape time, named by Prometheus
 // conventions (pronghorn_env_steps_total, …_seconds), in the text format
 // prometheus-cpp's serializer writes. GET /metrics answers 200; any other
-// path 404, any other method 405; every connection closes after one reply.
-// The HTTP side is a small listener of ours, not prometheus-cpp's Exposer:
-// Debian's libcivetweb is built to start its threads with 100 KiB stacks (a
-// compile-time setting, no runtime option); glibc wants the static TLS plus
-// 16 KiB in a stack, and in a process that links LibTorch its OpenBLAS and
-// glog alone hold ~90 KiB of static TLS, so pthread_create fails (EINVAL)
-// and the Exposer throws on construction.
-// Threads: one of its own multiplexes every connection with poll(). Each
-// connection gets 2 s from accept for its whole exchange (request head in,
-// reply out), and at most 64 are open (one more closes the oldest), so a
-// client that stalls or trickles a byte at a time holds one slot for 2 s and
-// delays no other scrape. The owner constructs and destroys it; destruction
-// returns at once, whatever the clients are doing.
+// path 404, any other method 405.
+// HTTP is GNU libmicrohttpd (MHD): maintained, in Debian, event-driven, and
+// its one thread's stack size is an option (set to 1 MiB here).
+// Not prometheus-cpp's Exposer: Debian's civetweb starts its threads with
+// 100 KiB stacks (compile-time only), too small for LibTorch's ~105 KB of
+// static TLS, so its pthread_create fails (EINVAL).
+// Threads: MHD's one internal thread serves every connection from one epoll
+// loop (request heads in, replies out), so a client that stalls or trickles
+// a byte at a time delays no other scrape. A connection idle for 2 s is
+// closed (a keep-alive one between scrapes too). MHD's timeout counts from
+// the last byte moved, so a trickler holds its connection until its head
+// outgrows MHD's 32 KiB per-connection memory; at most 256 are open, and more
+// wait in the listen backlog until one closes. The owner constructs and
+// destroys it; destruction stops that thread and returns at once, whatever
+// the clients are doing.
 #pragma once
 
 #include <memory>
@@ -25,9 +27,9 @@ namespace pronghorn::learner {
 
 class MetricsExporter {
  public:
-  // Listens on 127.0.0.1:`port` (SO_REUSEADDR only: a port another socket
-  // listens on is refused); port 0: a free port. Throws Error naming
-  // server.metrics_port when it cannot listen.
+  // Listens on 127.0.0.1:`port` (SO_REUSEADDR only, never SO_REUSEPORT: a
+  // port another socket listens on is refused); port 0: a free port. Throws
+  // Error naming server.metrics_port when it cannot listen.
   MetricsExporter(int port, const ControlBoard& board);
   ~MetricsExporter();
 
