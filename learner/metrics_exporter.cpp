@@ -1,21 +1,17 @@
 #include "learner/metrics_exporter.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <fmt/format.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -123,36 +119,42 @@ class StatusCollector final : public prometheus::Collectable {
   const ControlBoard& board_;
 };
 
-// Reads one HTTP request head (up to a blank line, 8 KiB, or 2 s) and
-// answers it: GET /metrics → the metrics, anything else → 404 or 405.
-void answer(int fd, const StatusCollector& collector) {
-  timeval timeout{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  std::string head;
-  char buffer[1024];
-  while (head.find("\r\n\r\n") == std::string::npos && head.size() < 8192) {
-    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
-    if (n <= 0) return;
-    head.append(buffer, static_cast<size_t>(n));
-  }
-  const std::string line = head.substr(0, head.find("\r\n"));
-  std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
-  if (!line.starts_with("GET ")) {
-    status = "405 Method Not Allowed", type = "text/plain", body = "GET only\n";
-  } else if (!line.starts_with("GET /metrics ") && !line.starts_with("GET /metrics?")) {
-    status = "404 Not Found", type = "text/plain", body = "see /metrics\n";
+// MHD closes a connection that has been idle (nothing read or written) this
+// long; a keep-alive connection between scrapes is idle too. Not a deadline
+// for the whole exchange: each byte a trickler sends restarts it.
+constexpr unsigned kIdleTimeoutS = 2;
+// Connections open at most; MHD leaves any more in the listen backlog until
+// one closes.
+constexpr unsigned kMaxConnections = 256;
+// MHD's one thread's stack, which LibTorch's ~105 KB of static TLS shares; set
+// here rather than left to the default (ulimit -s), so the environment cannot shrink it.
+constexpr size_t kThreadStackBytes = size_t{1} << 20;
+
+// MHD's access handler, on its thread, called once a request head is in:
+// GET /metrics → the metrics, any other path → 404, any other method → 405.
+// `url` has no query string. A request body, if any, is not read.
+MHD_Result answer(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                  const char* /*version*/, const char* /*upload_data*/,
+                  size_t* /*upload_data_size*/, void** /*con_cls*/) {
+  const auto& collector = *static_cast<const StatusCollector*>(cls);
+  unsigned status = MHD_HTTP_OK;
+  std::string type = "text/plain; version=0.0.4; charset=utf-8", body;
+  if (std::strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
+    status = MHD_HTTP_METHOD_NOT_ALLOWED, type = "text/plain", body = "GET only\n";
+  } else if (std::strcmp(url, "/metrics") != 0) {
+    status = MHD_HTTP_NOT_FOUND, type = "text/plain", body = "see /metrics\n";
   } else {
     body = prometheus::TextSerializer().Serialize(collector.Collect());
   }
-  const std::string reply = fmt::format(
-      "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-      status, type, body.size(), body);
-  for (size_t sent = 0; sent < reply.size();) {
-    const ssize_t n = send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
+  MHD_Response* response =
+      MHD_create_response_from_buffer(body.size(), body.data(), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;  // out of memory: MHD drops the connection
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type.c_str());
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+    MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, MHD_HTTP_METHOD_GET);
+  const MHD_Result queued = MHD_queue_response(connection, status, response);
+  MHD_destroy_response(response);  // MHD holds its own reference until sent
+  return queued;
 }
 
 }  // namespace
@@ -160,61 +162,42 @@ void answer(int fd, const StatusCollector& collector) {
 struct MetricsExporter::Impl {
   explicit Impl(const ControlBoard& board) : collector(board) {}
   StatusCollector collector;
-  int listener = -1, wake[2] = {-1, -1};  // wake: a pipe that ends the serving thread
+  // Declared after the collector, so stopped (its thread joined) before it goes.
+  std::unique_ptr<MHD_Daemon, decltype(&MHD_stop_daemon)> daemon{nullptr, &MHD_stop_daemon};
   int port = 0;
-  std::thread thread;
-
-  void serve() {
-    pollfd fds[2] = {{listener, POLLIN, 0}, {wake[0], POLLIN, 0}};
-    for (;;) {
-      if (poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;  // a signal landed on this thread
-        return;
-      }
-      if (fds[1].revents) return;
-      if (!(fds[0].revents & POLLIN)) continue;
-      // The listener does not block: a client gone before accept costs nothing.
-      const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      answer(fd, collector);
-      close(fd);
-    }
-  }
 };
 
 MetricsExporter::MetricsExporter(int port, const ControlBoard& board)
     : impl_(std::make_unique<Impl>(board)) {
-  const std::string key = fmt::format("server.metrics_port = {}", port);
-  impl_->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  PRONGHORN_CHECK(impl_->listener >= 0, key, ": socket: ", std::strerror(errno));
-  const int on = 1;
-  setsockopt(impl_->listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(static_cast<uint16_t>(port));
-  socklen_t size = sizeof address;
-  if (bind(impl_->listener, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
-      listen(impl_->listener, 16) != 0 ||
-      getsockname(impl_->listener, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-    const int saved = errno;
-    close(impl_->listener);
-    throw Error(key + ": cannot listen on 127.0.0.1 there (" + std::strerror(saved) +
-                "; another job on that port? 0 picks a free one, -1 turns metrics off)");
+  // No MHD_USE_ERROR_LOG: a failure to start is the Error below, logged where
+  // it is caught; MHD_OPTION_LISTENING_ADDRESS_REUSE left at 0: SO_REUSEADDR
+  // only, no SO_REUSEPORT, so a port another socket listens on is refused.
+  errno = 0;
+  impl_->daemon.reset(MHD_start_daemon(
+      MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC, 0, nullptr, nullptr, &answer, &impl_->collector,
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&address), MHD_OPTION_CONNECTION_TIMEOUT,
+      kIdleTimeoutS, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, MHD_OPTION_THREAD_STACK_SIZE,
+      kThreadStackBytes, MHD_OPTION_END));
+  if (impl_->daemon == nullptr) {
+    // MHD returns no reason; errno is still the failed call's (bind's
+    // EADDRINUSE for a busy port, checked by PortInUseIsOneClearError).
+    const std::string reason = errno != 0 ? std::strerror(errno) : "MHD_start_daemon failed";
+    throw Error(fmt::format(
+        "server.metrics_port = {}: cannot listen on 127.0.0.1 there ({}; another job on that "
+        "port? 0 picks a free one, -1 turns metrics off)",
+        port, reason));
   }
-  impl_->port = ntohs(address.sin_port);
-  PRONGHORN_CHECK(pipe2(impl_->wake, O_CLOEXEC) == 0, "pipe: ", std::strerror(errno));
-  impl_->thread = std::thread([impl = impl_.get()] { impl->serve(); });
+  const MHD_DaemonInfo* bound = MHD_get_daemon_info(impl_->daemon.get(), MHD_DAEMON_INFO_BIND_PORT);
+  PRONGHORN_CHECK(bound != nullptr && bound->port != 0, "server.metrics_port = ", port,
+                  ": libmicrohttpd did not report the port it bound");
+  impl_->port = bound->port;
 }
 
-MetricsExporter::~MetricsExporter() {
-  const char byte = 1;
-  if (write(impl_->wake[1], &byte, 1) != 1) std::abort();  // the thread would never end
-  impl_->thread.join();
-  close(impl_->listener);
-  close(impl_->wake[0]);
-  close(impl_->wake[1]);
-}
+MetricsExporter::~MetricsExporter() = default;
 
 int MetricsExporter::port() const { return impl_->port; }
 
