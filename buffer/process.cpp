@@ -1,8 +1,10 @@
 #include "buffer/process.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +52,16 @@ bool process_alive(int pid, uint64_t start_time) {
   if (!read_stat(pid, state, start)) return false;
   if (state == 'Z' || state == 'X') return false;
   return start_time == 0 || start == start_time;
+}
+
+bool process_gone(int pid, uint64_t start_time) {
+  if (pid <= 0) return false;  // kill() would name a process group
+  char state;
+  uint64_t start = 0;
+  if (read_stat(pid, state, start)) {
+    return state == 'Z' || state == 'X' || (start_time != 0 && start != start_time);
+  }
+  return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace pronghorn::buffer

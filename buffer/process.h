@@ -13,4 +13,11 @@ uint64_t process_start_time(int pid);
 // now wearing the same pid.
 bool process_alive(int pid, uint64_t start_time);
 
+// True only when it is certain that the process `pid` started at
+// `start_time` (0: at any time) will never run again: no process has the pid
+// (ESRCH), or the one that has it is a zombie or (start_time ≠ 0) started at
+// another time. Unlike !process_alive, an unreadable /proc/PID/stat of a pid
+// that exists is no proof, so the answer is false.
+bool process_gone(int pid, uint64_t start_time);
+
 }  // namespace pronghorn::buffer

@@ -62,9 +62,10 @@ struct TakenSlot {
 
 class Ring {
  public:
-  // Creates the ring `name` (a POSIX shm name, "/…"), mode 0600, replacing a
-  // stale one of the same name. The creator owns it and unlinks it on
-  // destruction.
+  // Creates the ring `name` (a POSIX shm name, "/…"; a learner's comes from
+  // segment_names.h), mode 0600, its memory reserved in /dev/shm. Throws
+  // Error when `name` exists or /dev/shm lacks the space
+  // (SharedMemory::create). The creator owns it and unlinks it on destruction.
   static std::unique_ptr<Ring> create(const std::string& name, const UnrollSpec& spec,
                                       uint32_t slots);
   // Attaches to an existing ring; throws Error unless its magic, layout

@@ -189,15 +189,24 @@ TEST(RingTest, AttachingToSomethingElseIsAClearError) {
   shm_unlink(name.c_str());
 }
 
-TEST(RingTest, RecreatingReplacesAStaleRing) {
-  const std::string name = unique_name("stale");
+TEST(RingTest, CreatingAnExistingNameIsAClearErrorAndLeavesItAlone) {
+  const std::string name = unique_name("exists");
   auto first = Ring::create(name, testing::test_spec(), 4);
   auto slot = first->claim(0ms);
   ASSERT_TRUE(slot);
   first->commit(*slot, {});
-  auto second = Ring::create(name, testing::test_spec(), 4);  // a restarted learner
-  EXPECT_EQ(second->counters().committed, 0u);
-  EXPECT_EQ(second->counters().ready, 0u);
+  try {
+    Ring::create(name, testing::test_spec(), 4);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ring " + name +
+                                         ": cannot create: a segment of this name exists already"),
+              std::string::npos)
+        << e.what();
+  }
+  auto reader = Ring::attach(name, testing::test_spec());
+  EXPECT_EQ(reader->counters().committed, 1u) << "the existing ring is untouched";
+  EXPECT_EQ(reader->counters().ready, 1u);
 }
 
 TEST(RingTest, ThreadsDeliverEveryUnrollOnceAndWhole) {

@@ -24,9 +24,10 @@ namespace pronghorn::buffer {
 
 class WeightSlab {
  public:
-  // Creates slab `name` for `count` float32 parameters, mode 0600, replacing
-  // a stale one; the creator unlinks it on destruction. Version 0: no
-  // weights published yet.
+  // Creates slab `name` for `count` float32 parameters, mode 0600, its
+  // memory reserved; throws Error when `name` exists or /dev/shm lacks the
+  // space (SharedMemory::create). The creator unlinks it on destruction.
+  // Version 0: no weights published yet.
   static std::unique_ptr<WeightSlab> create(const std::string& name, int64_t count);
   // Throws Error unless the slab exists and holds exactly `count` parameters.
   static std::unique_ptr<WeightSlab> attach(const std::string& name, int64_t count);

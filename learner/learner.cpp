@@ -16,6 +16,7 @@
 
 #include "buffer/process.h"
 #include "buffer/ring.h"
+#include "buffer/segment_names.h"
 #include "buffer/weight_slab.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -47,19 +48,18 @@ Clock::duration as_duration(double seconds) {
 // How soon a periodic checkpoint that failed (a full disk) is tried again.
 constexpr double kCheckpointRetryS = 10;
 
-// Removes shared memory left by an earlier learner of this run that died
-// (names carry the learner's pid: /pronghorn-<run>-<pid>-ring|slab).
-void remove_stale_segments(const std::string& run) {
-  const std::string prefix = "pronghorn-" + run + "-";
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    const std::string name = entry.path().filename();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const int pid = std::atoi(name.c_str() + prefix.size());
-    if (pid > 0 && !buffer::process_alive(pid, 0)) {
-      spdlog::info("removing stale shared memory /{} of a dead learner", name);
-      shm_unlink(("/" + name).c_str());
-    }
+// Removes the shared memory of every learner that died without removing its
+// own (SIGKILL), whatever its run: names carry the owner's pid and start time
+// (buffer/segment_names.h), and a live learner's segments are never touched.
+void remove_stale_segments() {
+  const buffer::SegmentSweep sweep = buffer::remove_dead_segments();
+  for (const buffer::Segment& s : sweep.removed) {
+    spdlog::info("removed stale shared memory {} ({}) of dead learner {} of run {}", s.name,
+                 buffer::format_bytes(s.bytes), s.fields.pid, s.fields.run);
+  }
+  for (const buffer::Segment& s : sweep.failed) {
+    spdlog::warn("cannot remove stale shared memory {} of dead learner {}: {}", s.name,
+                 s.fields.pid, s.error);
   }
 }
 
@@ -130,9 +130,9 @@ class LearnerLoop {
         K_(c_.env.num_envs),
         B_(c_.learner.batch_size),
         spec_(probe_spec(c_)),
-        id_(fmt::format("{}-{}", c_.run.name, getpid())),
-        ring_name_("/pronghorn-" + id_ + "-ring"),
-        slab_name_("/pronghorn-" + id_ + "-slab"),
+        id_(c_.run.name),
+        ring_name_(buffer::own_segment_name(buffer::kRingSegment, id_)),
+        slab_name_(buffer::own_segment_name(buffer::kSlabSegment, id_)),
         ring_(create_ring(c_, ring_name_, spec_)),
         trainer_(c_, spec_),
         slab_(buffer::WeightSlab::create(slab_name_, trainer_.model()->parameter_count())),
@@ -170,7 +170,7 @@ class LearnerLoop {
   }
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,
                                                    const envs::EnvSpec& spec) {
-    remove_stale_segments(c.run.name);
+    remove_stale_segments();
     return buffer::Ring::create(
         name, buffer::unroll_spec_for(spec, c.actor.unroll_length, c.env.num_envs),
         static_cast<uint32_t>(c.learner.ring_slots));

@@ -137,6 +137,8 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   kill(first, SIGKILL);
   EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
   first_guard.pid = -1;
+  // Checked at once: any learner starting on this machine removes a dead one's.
+  EXPECT_FALSE(leftover_segments(run.name).empty()) << "a killed learner cannot clean up";
   const double steps_at_kill = last_metric(run.dir, "env_steps");
   const double version_at_kill = last_metric(run.dir, "policy_version");
   auto metric_lines = [&] {
@@ -149,7 +151,6 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   for (pid_t actor : actors) {  // orphaned actors notice the learner is gone and exit
     EXPECT_TRUE(wait_for([&] { return kill(actor, 0) != 0; })) << "actor " << actor;
   }
-  EXPECT_FALSE(leftover_segments(run.name).empty()) << "a killed learner cannot clean up";
 
   pid_t second = start_train({"--resume", run.dir, "--set", "run.checkpoint_interval_s=0.3"});
   StopOnExit second_guard{second};

@@ -38,6 +38,7 @@ Command add_status_command(CLI::App& app);
 Command add_scale_command(CLI::App& app);
 Command add_checkpoint_command(CLI::App& app);
 Command add_stop_command(CLI::App& app);
+Command add_clean_command(CLI::App& app);
 
 // `bench kernels` and `bench ring`, under `bench`; each sets `run` to what it does.
 CLI::App* add_bench_kernels(CLI::App& bench, std::function<void()>& run);

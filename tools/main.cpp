@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
       pronghorn::cli::add_scale_command(app),
       pronghorn::cli::add_checkpoint_command(app),
       pronghorn::cli::add_stop_command(app),
+      pronghorn::cli::add_clean_command(app),
       pronghorn::cli::add_config_command(app),
       pronghorn::cli::add_envs_command(app),
       pronghorn::cli::add_bench_command(app),

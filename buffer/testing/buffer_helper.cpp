@@ -4,6 +4,9 @@
 //   buffer_helper read-slab SLAB COUNT SECONDS
 //       reads the weight slab for SECONDS, checks every copy holds one
 //       version throughout, prints "reads R mixed M", exits 1 if M > 0.
+//   buffer_helper own-segments RUN
+//       creates a ring and a slab named for this process and RUN, as a
+//       learner does, and holds them for 60 s (or until killed).
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "buffer/ring.h"
+#include "buffer/segment_names.h"
 #include "buffer/testing/pattern.h"
 #include "buffer/weight_slab.h"
 
@@ -56,6 +60,13 @@ static int read_slab(const std::string& name, int64_t count, double seconds) {
   return mixed == 0 ? 0 : 1;
 }
 
+static int own_segments(const std::string& run) {
+  auto ring = Ring::create(own_segment_name(kRingSegment, run), testing::test_spec(), 2);
+  auto slab = WeightSlab::create(own_segment_name(kSlabSegment, run), 16);
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     std::string what = argc > 1 ? argv[1] : "";
@@ -66,7 +77,10 @@ int main(int argc, char** argv) {
     if (what == "read-slab" && argc == 5) {
       return read_slab(argv[2], std::strtoll(argv[3], nullptr, 10), std::atof(argv[4]));
     }
-    std::fprintf(stderr, "usage: buffer_helper produce RING COUNT ACTOR [slow] | read-slab SLAB COUNT SECONDS\n");
+    if (what == "own-segments" && argc == 3) return own_segments(argv[2]);
+    std::fprintf(stderr,
+                 "usage: buffer_helper produce RING COUNT ACTOR [slow] | read-slab SLAB COUNT "
+                 "SECONDS | own-segments RUN\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "buffer_helper: %s\n", e.what());

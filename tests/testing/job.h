@@ -1,5 +1,6 @@
 // Helpers for tests that run `pronghorn` as real processes: start one, find
-// its children and its shared-memory segments, poll a condition.
+// its children and its shared-memory segments, poll a condition. Link
+// pronghorn_buffer.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "buffer/segment_names.h"
 #include "core/testing/spawn.h"
 
 namespace pronghorn::testing {
@@ -39,12 +41,15 @@ inline std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
-// The run's shared-memory segments still in /dev/shm.
+// The run's shared-memory segments still in /dev/shm, of any learner of it,
+// live or dead: names that parse (buffer/segment_names.h) with exactly this
+// run (names under 200 characters are never cut short).
 inline std::vector<std::string> leftover_segments(const std::string& run_name) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     const std::string name = entry.path().filename();
-    if (name.rfind("pronghorn-" + run_name + "-", 0) == 0) found.push_back(name);
+    const auto fields = buffer::parse_segment_name(name);
+    if (fields && fields->run == run_name) found.push_back(name);
   }
   return found;
 }
