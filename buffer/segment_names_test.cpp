@@ -119,8 +119,9 @@ TEST(SegmentNamesTest, RunXNeverRemovesTheSegmentsOfALiveJobXDash123) {
   EXPECT_FALSE(live.ring.starts_with(dead.ring) || live.slab.starts_with(dead.slab))
       << "one run's names are no prefix of another's";
   dead.kill_and_reap();
+  // (Another test's sweep, run in parallel, may remove the dead ones first:
+  // what holds is the state after a sweep.)
   const SegmentSweep sweep = remove_dead_segments();
-  EXPECT_TRUE(holds(sweep.removed, dead.ring) && holds(sweep.removed, dead.slab));
   EXPECT_TRUE(holds(sweep.kept, live.ring) && holds(sweep.kept, live.slab));
   EXPECT_FALSE(exists(dead.ring) || exists(dead.slab));
   EXPECT_TRUE(exists(live.ring) && exists(live.slab)) << "the live job's segments stay";
@@ -138,9 +139,10 @@ TEST(SegmentNamesTest, RemovesADeadOwnersSegmentsAndKeepsALiveOnes) {
   // SIGKILLed, not yet reaped: a zombie never runs again.
   ASSERT_EQ(kill(owner.pid, SIGKILL), 0);
   ASSERT_TRUE(wait_for([&] { return process_gone(owner.pid, 0); }));
-  EXPECT_TRUE(owner.ready()) << "a killed process cannot remove its own";
+  // Any learner starting meanwhile (ctest runs tests in parallel) sweeps
+  // too, so the segments may already be gone: what holds is that they are
+  // gone after a sweep, and that a sweep that removed one says whose it was.
   sweep = remove_dead_segments();
-  EXPECT_TRUE(holds(sweep.removed, owner.ring) && holds(sweep.removed, owner.slab));
   for (const Segment& s : sweep.removed) {
     if (s.name == owner.ring) {
       EXPECT_EQ(s.fields.run, run);
@@ -158,8 +160,7 @@ TEST(SegmentNamesTest, APidWornByAnotherProcessIsAGoneOwner) {
   const std::string reused = segment_name({getpid(), process_start_time(getpid()) + 1, "ring",
                                            "pid-reuse-" + std::to_string(getpid())});
   make_segment(reused);
-  const SegmentSweep sweep = remove_dead_segments();
-  EXPECT_TRUE(holds(sweep.removed, reused));
+  remove_dead_segments();  // (or another test's sweep, run in parallel)
   EXPECT_FALSE(exists(reused));
 }
 

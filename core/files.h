@@ -15,8 +15,8 @@ enum class Replace { kYes, kNo };
 // Writes `content` to `path` with `mode` (whatever the umask); true. With
 // Replace::kNo it creates `path` only if nothing is there yet: false if
 // something is, and nothing written.
-bool write_file_atomically(const std::string& path, std::string_view content,
-                           unsigned mode = 0644, Replace replace = Replace::kYes);
+bool write_file_atomically(const std::string& path, std::string_view content, unsigned mode = 0644,
+                           Replace replace = Replace::kYes);
 
 // The whole of a regular file; Error when it cannot be read.
 std::string read_file(const std::string& path);

@@ -68,7 +68,8 @@ RunDirectory::RunDirectory(const std::string& given, Mode mode) : mode_(mode) {
 void RunDirectory::lock() {
   const std::string file = path_ + "/lock";
   lock_fd_ = open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (lock_fd_ < 0) refuse(path_, "cannot open its lock (" + std::string(std::strerror(errno)) + ")");
+  if (lock_fd_ < 0)
+    refuse(path_, "cannot open its lock (" + std::string(std::strerror(errno)) + ")");
   if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const std::string holder = read_file(file);
     close(lock_fd_);

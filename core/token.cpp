@@ -63,9 +63,8 @@ std::string read_run_token_file(const std::string& path) {
   const struct stat st = stat_of(path);
   PRONGHORN_CHECK(st.st_uid == geteuid(), "token file ", path, ": owned by uid ", st.st_uid,
                   ", not by this user (", geteuid(), "); it was not written by this job");
-  PRONGHORN_CHECK((st.st_mode & 077) == 0, "token file ", path,
-                  ": other users may read it (mode ", detail::concat(std::oct, st.st_mode & 0777),
-                  "); expected 0600");
+  PRONGHORN_CHECK((st.st_mode & 077) == 0, "token file ", path, ": other users may read it (mode ",
+                  detail::concat(std::oct, st.st_mode & 0777), "); expected 0600");
   return first_line_token(path, st);
 }
 

@@ -59,12 +59,14 @@ class LearnerService final : public v1::Learner::CallbackService {
 
   grpc::ServerWriteReactor<v1::Status>* WatchStatus(
       CallbackServerContext* context, const v1::WatchStatusRequest* request) override {
-    if (grpc::Status denied = authorize(*context, false); !denied.ok()) return StatusStreams::refused(denied);
+    if (grpc::Status denied = authorize(*context, false); !denied.ok())
+      return StatusStreams::refused(denied);
     const double interval = request->interval_s() == 0 ? 1.0 : request->interval_s();
     if (!std::isfinite(interval) || interval < 0.05 || interval > 3600) {
-      return StatusStreams::refused({StatusCode::INVALID_ARGUMENT,
-                      fmt::format("interval_s = {}: expected 0 (1 s) or 0.05 to 3600 seconds",
-                                  request->interval_s())});
+      return StatusStreams::refused(
+          {StatusCode::INVALID_ARGUMENT,
+           fmt::format("interval_s = {}: expected 0 (1 s) or 0.05 to 3600 seconds",
+                       request->interval_s())});
     }
     return streams_.open(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(interval)));
@@ -77,11 +79,12 @@ class LearnerService final : public v1::Learner::CallbackService {
       return finished(context, denied);
     }
     if (request->count() < 0 || request->count() > kMaxActors) {
-      return finished(context, {StatusCode::INVALID_ARGUMENT,
-                                fmt::format("count = {}: expected 0 to {} actors",
-                                            request->count(), kMaxActors)});
+      return finished(
+          context, {StatusCode::INVALID_ARGUMENT, fmt::format("count = {}: expected 0 to {} actors",
+                                                              request->count(), kMaxActors)});
     }
-    return carry_out(context, {.kind = ControlRequest::Kind::kScaleActors, .actors = request->count()},
+    return carry_out(context,
+                     {.kind = ControlRequest::Kind::kScaleActors, .actors = request->count()},
                      [reply](const ControlReply& r) {
                        reply->set_previous(static_cast<uint32_t>(r.previous_actors));
                        reply->set_desired(static_cast<uint32_t>(r.actors));
@@ -103,9 +106,9 @@ class LearnerService final : public v1::Learner::CallbackService {
     if (grpc::Status denied = authorize(*context, true); !denied.ok()) {
       return finished(context, denied);
     }
-    return carry_out(context,
-                     {.kind = ControlRequest::Kind::kStop, .graceful = request->graceful()},
-                     [reply](const ControlReply& r) { reply->set_checkpoint_path(r.checkpoint_path); });
+    return carry_out(
+        context, {.kind = ControlRequest::Kind::kStop, .graceful = request->graceful()},
+        [reply](const ControlReply& r) { reply->set_checkpoint_path(r.checkpoint_path); });
   }
 
  private:
@@ -140,8 +143,7 @@ class LearnerService final : public v1::Learner::CallbackService {
 
   // Queues `request` for the learner's loop; its reply fills the call's reply
   // (`fill`) and finishes the call. The caller's deadline bounds the wait.
-  grpc::ServerUnaryReactor* carry_out(CallbackServerContext* context,
-                                      const ControlRequest& request,
+  grpc::ServerUnaryReactor* carry_out(CallbackServerContext* context, const ControlRequest& request,
                                       std::function<void(const ControlReply&)> fill) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     board_.submit(request, ControlAnswer([reactor, fill = std::move(fill)](const ControlReply& r) {

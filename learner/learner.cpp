@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/mman.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@
 #include <numeric>
 #include <optional>
 
-#include "buffer/process.h"
 #include "buffer/ring.h"
 #include "buffer/segment_names.h"
 #include "buffer/weight_slab.h"

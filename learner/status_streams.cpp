@@ -95,9 +95,9 @@ StatusStreams::~StatusStreams() {
 grpc::ServerWriteReactor<v1::Status>* StatusStreams::open(std::chrono::nanoseconds interval) {
   std::lock_guard lock(mutex_);
   if (streams_.size() >= kMaxStreams) {
-    return refused({grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "too many status streams open (" + std::to_string(kMaxStreams) +
-                            "); cancel one, or use GetStatus"});
+    return refused({grpc::StatusCode::RESOURCE_EXHAUSTED, "too many status streams open (" +
+                                                              std::to_string(kMaxStreams) +
+                                                              "); cancel one, or use GetStatus"});
   }
   auto* stream = new Stream(*this, std::chrono::duration_cast<Clock::duration>(interval));
   streams_.insert(stream);

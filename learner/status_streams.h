@@ -43,8 +43,8 @@ class StatusStreams {
   const ControlBoard& board_;
   std::mutex mutex_;
   std::set<Stream*> streams_;  // open, not yet done
-  bool closed_ = false;    // the board closed: new streams end at once
-  bool stopping_ = false;  // the destructor runs
+  bool closed_ = false;        // the board closed: new streams end at once
+  bool stopping_ = false;      // the destructor runs
   std::thread thread_;
 };
 

@@ -280,8 +280,8 @@ TEST(ControlTest, OffLoopbackStatusCallsNeedTheTokenToo) {
   std::filesystem::create_directories(dir);
   const std::string token_file = dir + "/job.token";
   std::ofstream(token_file) << "netns-test-token\n";
-  std::filesystem::permissions(token_file, std::filesystem::perms::owner_read |
-                                               std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      token_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   const pid_t pid =
       spawn(ns.ip, {"netns", "exec", ns.name, PRONGHORN_BIN, "--log-level", "warn", "train",
                     "--run-dir", dir + "/run", "--set", "run.target_return=0", "--set",

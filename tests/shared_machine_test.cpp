@@ -72,7 +72,8 @@ TEST(SharedMachineTest, ASecondJobOnTheSamePortFailsAtStartAndLeavesNoRunDirecto
   EXPECT_FALSE(fs::exists(dir)) << "the run directory of a job that never started is removed";
   // Every connection still reaches the first job.
   for (int i = 0; i < 20; ++i) {
-    auto fresh = v1::Learner::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto fresh =
+        v1::Learner::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     ASSERT_EQ(get_status(*fresh).run_name(), first.name);
   }
 }
@@ -166,8 +167,7 @@ class Impostor final : public v1::Learner::Service {
     reply->set_run_dir(run_dir_);
     return grpc::Status::OK;
   }
-  grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest*,
-                    v1::StopReply*) override {
+  grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest*, v1::StopReply*) override {
     note(*context);
     return {StatusCode::UNAUTHENTICATED, "impostor"};
   }
@@ -305,7 +305,7 @@ TEST(SharedMachineTest, AFullDiskNeverLeavesAnEmptyTokenOrConfigAndCheckpointsAr
   EXPECT_NE(out.find("new=1"), std::string::npos) << out;
   EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
   EXPECT_EQ(out.find("\nnew\n"), std::string::npos) << "the failed run's directory is gone\n"
-                                                     << out;
+                                                    << out;
   EXPECT_NE(out.find("resume=1"), std::string::npos) << out;
   EXPECT_NE(out.find("\n65\n"), std::string::npos) << "the token is whole\n" << out;
   EXPECT_EQ(out.find("\n0\n"), std::string::npos) << "no file was left empty\n" << out;
@@ -324,12 +324,19 @@ TEST(SharedMachineTest, APeriodicCheckpointOnAFullDiskIsRetriedAndTrainingGoesOn
           "/run --set actor.count=1 --set run.target_return=0 --set run.total_steps=1000000000"
           " --set run.checkpoint_interval_s=1 --set server.address=127.0.0.1:0"
           " --set server.metrics_port=0 & job=$!; "
-          "for i in $(seq 100); do ls " + mnt + "/run/checkpoints/*.ckpt >/dev/null 2>&1 && break;"
+          "for i in $(seq 100); do ls " +
+          mnt +
+          "/run/checkpoints/*.ckpt >/dev/null 2>&1 && break;"
           " sleep 0.1; done; "
-          "dd if=/dev/zero of=" + mnt + "/filler bs=4k 2>/dev/null; sleep 4; "
-          "echo alive=$(kill -0 $job && echo yes); ls -a " + mnt + "/run/checkpoints; rm " + mnt +
-          "/filler; before=$(ls " + mnt + "/run/checkpoints | sort | tail -1); sleep 3; "
-          "after=$(ls " + mnt + "/run/checkpoints | sort | tail -1); "
+          "dd if=/dev/zero of=" +
+          mnt +
+          "/filler bs=4k 2>/dev/null; sleep 4; "
+          "echo alive=$(kill -0 $job && echo yes); ls -a " +
+          mnt + "/run/checkpoints; rm " + mnt + "/filler; before=$(ls " + mnt +
+          "/run/checkpoints | sort | tail -1); sleep 3; "
+          "after=$(ls " +
+          mnt +
+          "/run/checkpoints | sort | tail -1); "
           "[ \"$before\" != \"$after\" ] && echo newer; kill $job; wait $job; echo exit=$?");
   if (out.find("mount:") != std::string::npos || out.find("unshare:") != std::string::npos) {
     GTEST_SKIP() << "cannot mount a tmpfs here: " << out;
