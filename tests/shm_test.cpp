@@ -26,62 +26,15 @@ namespace {
 using namespace std::chrono_literals;
 using namespace pronghorn::testing;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // A prefix for this test's run names and files.
 std::string test_tag() {
   return "shm-test-" + std::to_string(getpid()) + "-" +
          ::testing::UnitTest::GetInstance()->current_test_info()->name();
 }
 
-// Runs a shell command; its exit code and its stdout and stderr together.
-std::pair<int, std::string> shell(const std::string& command) {
-  const std::string out = ::testing::TempDir() + "/" + test_tag() + ".out";
-  const int status = std::system((command + " >" + out + " 2>&1").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out)};
-}
-
-// The value of "key" in the last line of metrics.jsonl, or -1.
-double last_metric(const std::string& dir, const std::string& key) {
-  std::ifstream in(dir + "/metrics.jsonl");
-  std::string line, last;
-  while (std::getline(in, line)) last = line;
-  const size_t at = last.find("\"" + key + "\": ");
-  if (at == std::string::npos) return -1;
-  return std::stod(last.substr(at + key.size() + 4));
-}
-
 bool in_dev_shm(const std::string& name) {
   struct stat st {};
   return stat(("/dev/shm/" + name).c_str(), &st) == 0;
-}
-
-// The --set flags of a small job on any free ports, trained until stopped.
-std::vector<std::string> train_args(const std::string& run, const std::string& dir) {
-  return {"train",
-          "--run-dir",
-          dir,
-          "--set",
-          "run.name=" + run,
-          "--set",
-          "run.target_return=0",
-          "--set",
-          "run.total_steps=1000000000",
-          "--set",
-          "run.checkpoint_interval_s=0",
-          "--set",
-          "run.report_interval_s=0.2",
-          "--set",
-          "actor.count=1",
-          "--set",
-          "server.address=127.0.0.1:0",
-          "--set",
-          "server.metrics_port=0"};
 }
 
 // One training job, SIGTERMed and reaped when the test leaves by any path.
@@ -91,7 +44,9 @@ struct Job {
 
   explicit Job(std::string name) : run(std::move(name)), dir(::testing::TempDir() + "/" + run) {
     std::filesystem::remove_all(dir);
-    pid = start_pronghorn(train_args(run, dir));
+    std::vector<std::string> args = job_args(dir, run);
+    args.insert(args.end(), {"--set", "run.report_interval_s=0.2"});
+    pid = start_pronghorn(args);
   }
   ~Job() {
     if (pid > 0 && kill(pid, SIGTERM) == 0) wait_exit(pid);
@@ -246,7 +201,7 @@ TEST(ShmTest, ANearlyFullDevShmIsOneLineAndExitStatus1AtStart) {
   // 1 MiB of which 768 KiB are taken: the ring (about 350 KiB) does not fit.
   std::string command = mount_small + " && head -c 768k /dev/zero > /dev/shm/filler && exec " +
                         std::string(PRONGHORN_BIN) + " --log-level warn";
-  for (const std::string& arg : train_args(tag, dir)) command += " " + arg;
+  for (const std::string& arg : job_args(dir, tag)) command += " " + arg;
   command += " 2>" + err + "'";
   const pid_t pid = spawn("/bin/sh", {"-c", "exec " + command});
   ASSERT_GT(pid, 0);

@@ -27,16 +27,6 @@ pid_t start_train(const std::vector<std::string>& args) {
   return start_pronghorn(all);
 }
 
-// The value of "key" in the last line of metrics.jsonl, or -1.
-double last_metric(const std::string& dir, const std::string& key) {
-  std::ifstream in(dir + "/metrics.jsonl");
-  std::string line, last;
-  while (std::getline(in, line)) last = line;
-  const size_t at = last.find("\"" + key + "\": ");
-  if (at == std::string::npos) return -1;
-  return std::stod(last.substr(at + key.size() + 4));
-}
-
 struct TrainRun {
   std::string name = "train-test-" + std::to_string(getpid()) + "-" +
                      ::testing::UnitTest::GetInstance()->current_test_info()->name();

@@ -1,61 +1,19 @@
-// A training job for control-plane tests: `pronghorn train` on free ports
-// with one actor, training until the test ends it, and the small gRPC and
-// shell helpers those tests share.
+// A training job for control-plane tests (`pronghorn train` with job_args())
+// and the small gRPC helpers those tests share.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "proto/pronghorn.grpc.pb.h"
 #include "tests/testing/job.h"
 
 namespace pronghorn::testing {
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs a shell command; its exit code and its stdout and stderr together.
-inline std::pair<int, std::string> shell(const std::string& command) {
-  const std::string out =
-      ::testing::TempDir() + "/control-test-" + std::to_string(getpid()) + ".out";
-  const int status = std::system((command + " >" + out + " 2>&1").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out)};
-}
-
-// The arguments of a job on any free ports, trained forever until the test
-// ends it, in run directory `dir` named `name`.
-inline std::vector<std::string> job_args(const std::string& dir, const std::string& name) {
-  return {"train",
-          "--run-dir",
-          dir,
-          "--set",
-          "run.name=" + name,
-          "--set",
-          "run.target_return=0",
-          "--set",
-          "run.total_steps=1000000000",
-          "--set",
-          "run.checkpoint_interval_s=0",
-          "--set",
-          "actor.count=1",
-          "--set",
-          "server.address=127.0.0.1:0",
-          "--set",
-          "server.metrics_port=0"};
-}
 
 // A training job on any free ports, trained forever until the test ends it.
 struct Job {

@@ -3,12 +3,17 @@
 // pronghorn_buffer.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "buffer/segment_names.h"
@@ -52,6 +57,52 @@ inline std::vector<std::string> leftover_segments(const std::string& run_name) {
     if (fields && fields->run == run_name) found.push_back(name);
   }
   return found;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a shell command; its exit code and its stdout and stderr together.
+inline std::pair<int, std::string> shell(const std::string& command) {
+  const std::string out = ::testing::TempDir() + "/job-test-" + std::to_string(getpid()) + ".out";
+  const int status = std::system((command + " >" + out + " 2>&1").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out)};
+}
+
+// The arguments of a job on any free ports with one actor, trained until the
+// test stops it, in run directory `dir` named `name`.
+inline std::vector<std::string> job_args(const std::string& dir, const std::string& name) {
+  return {"train",
+          "--run-dir",
+          dir,
+          "--set",
+          "run.name=" + name,
+          "--set",
+          "run.target_return=0",
+          "--set",
+          "run.total_steps=1000000000",
+          "--set",
+          "run.checkpoint_interval_s=0",
+          "--set",
+          "actor.count=1",
+          "--set",
+          "server.address=127.0.0.1:0",
+          "--set",
+          "server.metrics_port=0"};
+}
+
+// The value of "key" in the last line of `dir`/metrics.jsonl, or -1.
+inline double last_metric(const std::string& dir, const std::string& key) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const size_t at = last.find("\"" + key + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::stod(last.substr(at + key.size() + 4));
 }
 
 // Polls `ready` every 100 ms for up to `timeout`; its last answer.
