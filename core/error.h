@@ -1,8 +1,15 @@
 // Errors: one mechanism, caught at the edges (STYLE.md "Errors").
 //
-// Code that meets bad input throws pronghorn::Error (runtime failure, exit 1
-// at main) or pronghorn::UsageError (bad config or command line, exit 2), with
-// a message that names the input that was wrong and what was expected.
+// Code that meets bad input throws one of the errors below, with a message
+// that names the input that was wrong and what was expected; main turns it
+// into one line on stderr and the exit code the README documents:
+//   0  finished or stopped
+//   1  Error: a failure a retry will not fix (actors keep crashing, NaN,
+//      corrupt state)
+//   2  UsageError: usage, config, a refusal, a mismatch
+//   75 TransientError: a lost peer, a collective deadline; resume with
+//      `--resume` (75 is EX_TEMPFAIL of sysexits.h, which schedulers read as
+//      "try again")
 // Broken invariants, which no input can cause, abort with file and line via
 // PRONGHORN_ASSERT.
 #pragma once
@@ -23,6 +30,17 @@ class UsageError : public Error {
  public:
   using Error::Error;
 };
+
+// Something outside this process failed and may not fail again (a peer
+// lost, a deadline passed): main exits with status 75.
+class TransientError : public Error {
+ public:
+  using Error::Error;
+};
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitTransient = 75;
 
 namespace detail {
 template <typename... Parts>

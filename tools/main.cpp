@@ -1,6 +1,5 @@
 // `pronghorn`: one binary, one subcommand per job. Wiring only: each
-// subcommand lives in its own cmd_*.cpp. Exit codes: 0 success, 1 runtime
-// failure, 2 usage or config error (STYLE.md "Errors").
+// subcommand lives in its own cmd_*.cpp. Exit codes: core/error.h.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -11,9 +10,6 @@
 #include "tools/cli.h"
 
 namespace {
-
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
 
 void print_version() {
   std::cout << "pronghorn " << PRONGHORN_VERSION << "\n"
@@ -77,13 +73,16 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "pronghorn: " << e.what() << "; run with --help\n";
-    return kExitUsage;
+    return pronghorn::kExitUsage;
   } catch (const pronghorn::UsageError& e) {
     std::cerr << "pronghorn: " << e.what() << "\n";
-    return kExitUsage;
+    return pronghorn::kExitUsage;
+  } catch (const pronghorn::TransientError& e) {
+    std::cerr << "pronghorn: " << e.what() << "\n";
+    return pronghorn::kExitTransient;
   } catch (const std::exception& e) {
     std::cerr << "pronghorn: " << e.what() << "\n";
-    return kExitFailure;
+    return pronghorn::kExitFailure;
   }
   return 0;
 }
