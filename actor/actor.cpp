@@ -11,9 +11,11 @@
 
 #include "buffer/process.h"
 #include "buffer/ring.h"
+#include "buffer/slot_view.h"
 #include "buffer/weight_slab.h"
-#include "core/model.h"
-#include "core/tensor_runtime.h"
+#include "model/policy.h"
+#include "model/sampling.h"
+#include "model/tensor_runtime.h"
 #include "envs/env.h"
 
 namespace pronghorn::actor {
@@ -27,30 +29,6 @@ uint32_t microseconds(Clock::duration d) {
   return static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
 }
 
-// Samples one action per row of logits; writes actions and their log-probs.
-void sample_discrete(const at::Tensor& logits, int32_t* actions, float* log_probs) {
-  at::Tensor log_p = at::log_softmax(logits, -1);
-  at::Tensor taken = at::multinomial(log_p.exp(), 1).squeeze(-1);  // [K]
-  at::Tensor lp = log_p.gather(-1, taken.unsqueeze(-1)).squeeze(-1);
-  at::Tensor taken32 = taken.to(at::kInt);
-  std::memcpy(actions, taken32.data_ptr<int32_t>(), sizeof(int32_t) * taken32.numel());
-  std::memcpy(log_probs, lp.data_ptr<float>(), sizeof(float) * lp.numel());
-}
-
-// Gaussian: samples, clips to the env's bounds for stepping, and records the
-// unclipped sample's log-prob (what the learner recomputes).
-void sample_gaussian(const PolicyOutput& out, const envs::EnvSpec& spec, float* actions,
-                     float* env_actions, float* log_probs) {
-  at::Tensor a = out.logits + out.log_std.exp() * at::randn_like(out.logits);
-  at::Tensor lp = gaussian_log_prob(a, out.logits, out.log_std);
-  const int64_t n = a.numel(), dims = spec.action_size;
-  std::memcpy(actions, a.contiguous().data_ptr<float>(), sizeof(float) * n);
-  std::memcpy(log_probs, lp.data_ptr<float>(), sizeof(float) * lp.numel());
-  for (int64_t i = 0; i < n; ++i) {
-    env_actions[i] = std::clamp(actions[i], spec.action_low[i % dims], spec.action_high[i % dims]);
-  }
-}
-
 }  // namespace
 
 void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
@@ -59,17 +37,13 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   torch::manual_seed(o.config.run.seed * 7919 + o.actor_id);
   const int64_t T = o.config.actor.unroll_length, K = o.config.env.num_envs;
   auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + o.actor_id * 7 + 1);
-  const envs::EnvSpec& spec = env->spec();
+  const EnvSpec& spec = env->spec();
   auto ring = buffer::Ring::attach(o.ring, buffer::unroll_spec_for(spec, T, K));
   PolicyNet model(model_spec_for(spec, o.config.model));
   auto slab = buffer::WeightSlab::attach(o.slab, model->parameter_count());
   std::vector<float> flat(model->parameter_count());
-  const buffer::SlotLayout& layout = ring->layout();
   const size_t obs_row = spec.obs_bytes() * K;
-  const bool continuous = spec.action_kind == envs::ActionKind::kContinuous;
-  const auto obs_dtype = spec.obs_dtype == envs::Dtype::kFloat32 ? at::kFloat : at::kByte;
-  std::vector<int64_t> obs_batch_shape = {K};
-  obs_batch_shape.insert(obs_batch_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
+  const bool continuous = spec.action_kind == ActionKind::kContinuous;
 
   std::vector<uint8_t> last_obs(obs_row), final_obs(obs_row);
   std::vector<float> env_actions(continuous ? K * spec.action_size : 0);
@@ -94,32 +68,27 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     buffer::SlotStamp stamp{.policy_version = version, .actor = o.actor_id};
     Clock::duration env_time{}, policy_time{};
     const Clock::duration wait_time = Clock::now() - wait_start;
-    uint8_t* base = ring->slot_data(*slot);
-    uint8_t* obs = base + layout.obs.offset;
-    auto* rewards = reinterpret_cast<float*>(base + layout.rewards.offset);
-    auto* terminated = base + layout.terminated.offset;
-    auto* truncated = base + layout.truncated.offset;
-    auto* log_probs = reinterpret_cast<float*>(base + layout.behaviour_log_probs.offset);
-    auto* final_values = reinterpret_cast<float*>(base + layout.final_values.offset);
-    auto* episode_returns = reinterpret_cast<float*>(base + layout.episode_returns.offset);
-    auto* episode_lengths = reinterpret_cast<int32_t*>(base + layout.episode_lengths.offset);
+    const buffer::SlotView out(ring->slot_data(*slot), ring->layout());
+    uint8_t* obs = out.obs;
+    float* rewards = out.rewards;
+    uint8_t* terminated = out.terminated;
+    uint8_t* truncated = out.truncated;
     uint32_t episodes = 0;
     std::memcpy(obs, last_obs.data(), obs_row);  // row 0: where the last unroll left off
     bool stopped = false;
     for (int64_t t = 0; t < T && !stopped; ++t) {
       const auto policy_start = Clock::now();
-      at::Tensor x = at::from_blob(obs + t * obs_row, obs_batch_shape, obs_dtype);
-      PolicyOutput out = model->forward(x);
-      void* step_actions;
+      const PolicyOutput policy = model->forward(observation_tensor(obs + t * obs_row, spec, K));
+      ActionsOut actions{.log_probs = out.behaviour_log_probs + t * K};
       if (continuous) {
-        auto* a = reinterpret_cast<float*>(base + layout.actions.offset) + t * K * spec.action_size;
-        sample_gaussian(out, spec, a, env_actions.data(), log_probs + t * K);
-        step_actions = env_actions.data();
+        actions.continuous = out.continuous_actions + t * K * spec.action_size;
+        actions.clipped = env_actions.data();
       } else {
-        auto* a = reinterpret_cast<int32_t*>(base + layout.actions.offset) + t * K;
-        sample_discrete(out.logits, a, log_probs + t * K);
-        step_actions = a;
+        actions.discrete = out.discrete_actions + t * K;
       }
+      sample_actions(policy, spec, /*greedy=*/false, actions);
+      const void* step_actions =
+          continuous ? static_cast<const void*>(env_actions.data()) : actions.discrete;
       const auto env_start = Clock::now();
       policy_time += env_start - policy_start;
       env->step(step_actions, {obs + (t + 1) * obs_row, rewards + t * K, terminated + t * K,
@@ -130,8 +99,8 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
         running_length[k] += 1;
         any_truncated |= truncated[t * K + k] != 0;
         if (terminated[t * K + k] || truncated[t * K + k]) {
-          episode_returns[episodes] = running_return[k];
-          episode_lengths[episodes] = running_length[k];
+          out.episode_returns[episodes] = running_return[k];
+          out.episode_lengths[episodes] = running_length[k];
           ++episodes;
           running_return[k] = 0;
           running_length[k] = 0;
@@ -139,15 +108,14 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       }
       // V of the final observation where a time limit cut the episode
       // (DESIGN.md §9): the learner bootstraps from it.
-      std::memset(final_values + t * K, 0, sizeof(float) * K);
+      std::memset(out.final_values + t * K, 0, sizeof(float) * K);
       const auto env_end = Clock::now();
       env_time += env_end - env_start;
       if (any_truncated) {
-        at::Tensor v = model->forward(at::from_blob(final_obs.data(), obs_batch_shape, obs_dtype))
-                           .value.contiguous();
+        at::Tensor v = model->forward(observation_tensor(final_obs.data(), spec, K)).value.contiguous();
         const float* value = v.data_ptr<float>();
         for (int64_t k = 0; k < K; ++k) {
-          if (truncated[t * K + k]) final_values[t * K + k] = value[k];
+          if (truncated[t * K + k]) out.final_values[t * K + k] = value[k];
         }
         policy_time += Clock::now() - env_end;
       }

@@ -56,7 +56,7 @@ void drain(Ring& ring, uint32_t batch, Received& got, const std::function<bool()
 }
 
 TEST(UnrollSpecTest, LayoutIsAlignedOrderedAndSizedFromTheSpec) {
-  UnrollSpec spec{/*T=*/32, /*K=*/256, {4}, ObsDtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
+  UnrollSpec spec{/*T=*/32, /*K=*/256, {4}, Dtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
   SlotLayout l = slot_layout(spec);
   const Field fields[] = {l.obs, l.actions, l.rewards, l.terminated, l.truncated,
                           l.behaviour_log_probs, l.final_values, l.logits, l.episode_returns,
@@ -73,7 +73,7 @@ TEST(UnrollSpecTest, LayoutIsAlignedOrderedAndSizedFromTheSpec) {
   EXPECT_EQ(l.actions.bytes, 32u * 256 * 4);
   EXPECT_EQ(l.terminated.bytes, 32u * 256);
   EXPECT_EQ(l.logits.bytes, 32u * 256 * 2 * 4);
-  UnrollSpec pixels{20, 32, {1, 84, 84}, ObsDtype::kUInt8, 0, 0};
+  UnrollSpec pixels{20, 32, {1, 84, 84}, Dtype::kUInt8, 0, 0};
   EXPECT_EQ(slot_layout(pixels).obs.bytes, 21u * 32 * 84 * 84);
   UnrollSpec continuous = spec;
   continuous.action_dims = 3;
@@ -86,7 +86,7 @@ TEST(UnrollSpecTest, HashTellsSpecsApart) {
   b.K = 9;
   EXPECT_NE(spec_hash(a), spec_hash(b));
   b = a;
-  b.obs_dtype = ObsDtype::kUInt8;
+  b.obs_dtype = Dtype::kUInt8;
   EXPECT_NE(spec_hash(a), spec_hash(b));
   b = a;
   b.obs_shape = {3, 1};
@@ -97,7 +97,7 @@ TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
   // The writer and the reader each compute the layout from the spec; every
   // field written by one is read back, value for value, by the other.
   const std::string name = unique_name("roundtrip");
-  UnrollSpec spec{3, 2, {2}, ObsDtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
+  UnrollSpec spec{3, 2, {2}, Dtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
   auto reader = Ring::create(name, spec, 2);
   auto writer = Ring::attach(name, spec);
   const SlotLayout& l = writer->layout();

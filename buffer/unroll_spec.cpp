@@ -41,7 +41,7 @@ SlotLayout slot_layout(const UnrollSpec& s) {
   PRONGHORN_CHECK(s.logits >= 0 && s.logits <= 1 << 16, "unroll spec: logits = ", s.logits,
                   ": expected 0 to 65536");
   const size_t T = static_cast<size_t>(s.T), K = static_cast<size_t>(s.K);
-  const size_t obs_item = s.obs_dtype == ObsDtype::kFloat32 ? 4 : 1;
+  const size_t obs_item = dtype_bytes(s.obs_dtype);
   const size_t steps = T * K;
   SlotLayout l;
   size_t cursor = 0;
@@ -61,13 +61,13 @@ SlotLayout slot_layout(const UnrollSpec& s) {
   return l;
 }
 
-UnrollSpec unroll_spec_for(const envs::EnvSpec& env, int64_t T, int64_t K) {
+UnrollSpec unroll_spec_for(const EnvSpec& env, int64_t T, int64_t K) {
   UnrollSpec spec;
   spec.T = T;
   spec.K = K;
   spec.obs_shape = env.obs_shape;
-  spec.obs_dtype = env.obs_dtype == envs::Dtype::kFloat32 ? ObsDtype::kFloat32 : ObsDtype::kUInt8;
-  spec.action_dims = env.action_kind == envs::ActionKind::kContinuous ? env.action_size : 0;
+  spec.obs_dtype = env.obs_dtype;
+  spec.action_dims = env.action_kind == ActionKind::kContinuous ? env.action_size : 0;
   return spec;
 }
 

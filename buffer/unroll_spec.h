@@ -9,17 +9,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "envs/env.h"
+#include "core/env_spec.h"
 
 namespace pronghorn::buffer {
-
-enum class ObsDtype : uint32_t { kFloat32 = 0, kUInt8 = 1 };
 
 struct UnrollSpec {
   int64_t T = 0;                   // steps per unroll
   int64_t K = 0;                   // envs per actor
   std::vector<int64_t> obs_shape;  // one env's observation
-  ObsDtype obs_dtype = ObsDtype::kFloat32;
+  Dtype obs_dtype = Dtype::kFloat32;
   int64_t action_dims = 0;         // 0: discrete actions (int32); else float32 [dims]
   int64_t logits = 0;              // behaviour logits per step kept (0 = log-probs only)
 };
@@ -55,6 +53,6 @@ SlotLayout slot_layout(const UnrollSpec& spec);
 uint64_t spec_hash(const UnrollSpec& spec);
 
 // The unroll of T steps of K envs of `env`, with behaviour log-probs only.
-UnrollSpec unroll_spec_for(const envs::EnvSpec& env, int64_t T, int64_t K);
+UnrollSpec unroll_spec_for(const EnvSpec& env, int64_t T, int64_t K);
 
 }  // namespace pronghorn::buffer

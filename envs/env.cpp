@@ -15,37 +15,6 @@
 
 namespace pronghorn::envs {
 
-int64_t EnvSpec::obs_elements() const {
-  return std::accumulate(obs_shape.begin(), obs_shape.end(), int64_t{1}, std::multiplies<>());
-}
-
-size_t EnvSpec::obs_bytes() const {
-  return static_cast<size_t>(obs_elements()) * (obs_dtype == Dtype::kFloat32 ? 4 : 1);
-}
-
-size_t EnvSpec::action_bytes() const {
-  return action_kind == ActionKind::kDiscrete ? sizeof(int32_t)
-                                              : sizeof(float) * static_cast<size_t>(action_size);
-}
-
-std::string EnvSpec::describe() const {
-  std::string obs = fmt::format("obs {}[{}]", obs_dtype == Dtype::kFloat32 ? "float32" : "uint8",
-                                fmt::join(obs_shape, ", "));
-  std::string act;
-  if (action_kind == ActionKind::kDiscrete) {
-    act = fmt::format("{} discrete actions", action_size);
-  } else {
-    std::vector<std::string> bounds;
-    for (int64_t d = 0; d < action_size; ++d) {
-      bounds.push_back(fmt::format("[{}, {}]", action_low[d], action_high[d]));
-    }
-    act = fmt::format("continuous actions float32[{}] in {}", action_size, fmt::join(bounds, " × "));
-  }
-  std::string limit = max_episode_steps > 0 ? fmt::format("time limit {}", max_episode_steps)
-                                            : std::string("no time limit");
-  return fmt::format("{}, {}, {}", obs, act, limit);
-}
-
 BatchEnv::BatchEnv(EnvSpec spec, int64_t num_envs) : spec_(std::move(spec)), num_envs_(num_envs) {
   PRONGHORN_CHECK(num_envs >= 1, "env ", spec_.name, ": num_envs = ", num_envs,
                   ": expected at least 1");

@@ -21,27 +21,15 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/env_spec.h"
 
 namespace pronghorn::envs {
 
-enum class Dtype : int32_t { kFloat32 = 0, kUInt8 = 1 };
-enum class ActionKind : int32_t { kDiscrete = 0, kContinuous = 1 };
-
-struct EnvSpec {
-  std::string name;
-  Dtype obs_dtype = Dtype::kFloat32;
-  std::vector<int64_t> obs_shape;  // of one env's observation
-  ActionKind action_kind = ActionKind::kDiscrete;
-  int64_t action_size = 0;          // discrete: number of actions; continuous: dims
-  std::vector<float> action_low;    // continuous: [action_size]
-  std::vector<float> action_high;
-  int64_t max_episode_steps = 0;    // time limit in force; 0 = none
-
-  int64_t obs_elements() const;     // product of obs_shape
-  size_t obs_bytes() const;         // of one env's observation
-  size_t action_bytes() const;      // of one env's action
-  std::string describe() const;     // "obs float32[4], 2 discrete actions, limit 500"
-};
+// The plain description of an env lives in core/ (core/env_spec.h); envs
+// name it as their own.
+using pronghorn::ActionKind;
+using pronghorn::Dtype;
+using pronghorn::EnvSpec;
 
 // Where step() writes, each the caller's, one row per env.
 struct StepOutput {

@@ -35,7 +35,14 @@ void ControlBoard::publish(v1::Status status) {
 
 v1::Status ControlBoard::status() const {
   std::lock_guard lock(mutex_);
-  return status_;
+  v1::Status status = status_;
+  status.set_metrics_port(static_cast<uint32_t>(metrics_port_));
+  return status;
+}
+
+void ControlBoard::set_metrics_port(int port) {
+  std::lock_guard lock(mutex_);
+  metrics_port_ = port;
 }
 
 std::optional<ControlBoard::Pending> ControlBoard::next() {

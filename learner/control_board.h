@@ -72,8 +72,11 @@ class ControlBoard {
   // stopping", and the status says `stopping`.
   void close();
 
-  // gRPC side.
+  // Control-plane side.
+  // The status last published, with the metrics port set.
   v1::Status status() const;
+  // Where /metrics listens: the control plane's own fact, in every status.
+  void set_metrics_port(int port);
   // Queues `request`; `answer` is called once the loop has carried it out, or
   // at once when the job is ending.
   void submit(const ControlRequest& request, ControlAnswer answer);
@@ -84,6 +87,7 @@ class ControlBoard {
   mutable std::mutex mutex_;
   mutable std::condition_variable closed_cv_;
   v1::Status status_;
+  int metrics_port_ = 0;
   std::deque<Pending> queue_;
   bool closed_ = false;
 };

@@ -1,16 +1,19 @@
-// The learner (DESIGN.md §1, §3): take B unrolls from the ring → view them as
-// [T+1, B·K] tensors → model forward → V-trace (or GAE) → fused loss →
-// backward → clip → optimizer → publish weights to the slab → release.
-// train() runs it with the supervisor of this node's actors, reports
+// The learner (docs/architecture.md §1, §3): take B unrolls from the ring →
+// view them as [T+1, B·K] tensors → model forward → V-trace (or GAE) → fused
+// loss → backward → clip → optimizer → publish weights to the slab → release.
+// Learner::run() does it with the supervisor of this node's actors, reports
 // metrics, checkpoints every run.checkpoint_interval_s and at a clean stop,
-// and stops at run.total_steps or run.target_return.
+// and stops at run.total_steps or run.target_return. It is steered through a
+// ControlBoard, which the control plane (control/) serves; the learner itself
+// knows no network.
 #pragma once
 
 #include <atomic>
-#include <functional>
+#include <memory>
 #include <string>
 
 #include "core/config.h"
+#include "learner/control_board.h"
 
 namespace pronghorn::learner {
 
@@ -18,14 +21,10 @@ struct TrainOptions {
   Config config;
   std::string run_dir;  // exists; config.toml is written there first
   bool resume = false;  // continue from the newest valid checkpoint in run_dir/checkpoints
-  // Called once the job has started (control plane listening, actors
-  // spawned); an exception before it is a job that failed to start.
-  std::function<void()> on_started;
 };
 
-// Where the run ended: when it reached run.target_return or run.total_steps,
-// the figures at that moment (the batch prepared meanwhile is still trained
-// on and counted in the metrics, not here).
+// Where the run ended: the same figures as its last metrics.jsonl line and
+// its last checkpoint.
 struct TrainResult {
   uint64_t env_steps = 0;  // trained on (since the run began, across resumes)
   uint64_t learner_steps = 0;
@@ -34,8 +33,23 @@ struct TrainResult {
   bool reached_target = false;
 };
 
-// Trains until done or `stop` is set (SIGINT/SIGTERM); leaves no actor
-// process and no shared-memory segment behind.
-TrainResult train(const TrainOptions& options, const std::atomic<bool>& stop);
+class Learner {
+ public:
+  // Sets the job up (the env probed, ring and weight slab created, the model
+  // built or resumed) and publishes its first status on `board`. Throws
+  // Error (or UsageError) when it cannot: nothing has started then.
+  Learner(const TrainOptions& options, ControlBoard& board, const std::atomic<bool>& stop);
+  // Leaves no actor process and no shared-memory segment behind, and answers
+  // every request still queued on the board.
+  ~Learner();
+
+  // Starts the actors and trains until done, a Stop request, or `stop` is
+  // set (SIGINT/SIGTERM).
+  TrainResult run();
+
+ private:
+  class Loop;
+  std::unique_ptr<Loop> loop_;
+};
 
 }  // namespace pronghorn::learner

@@ -8,51 +8,6 @@
 
 namespace pronghorn::learner {
 
-Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
-                 const envs::EnvSpec& spec, const Config& config, uint64_t version) {
-  const int64_t T = config.actor.unroll_length, K = config.env.num_envs;
-  auto field = [&](const buffer::TakenSlot& s, const buffer::Field& f, std::vector<int64_t> shape,
-                   at::ScalarType dtype) {
-    return at::from_blob(const_cast<uint8_t*>(s.data) + f.offset, shape, dtype);
-  };
-  std::vector<int64_t> obs_shape = {T + 1, K};
-  obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
-  const bool continuous = spec.action_kind == envs::ActionKind::kContinuous;
-  std::vector<at::Tensor> obs, actions, rewards, terminated, truncated, final_values, behaviour;
-  Batch b;
-  for (const auto& s : taken) {
-    obs.push_back(field(s, layout.obs, obs_shape,
-                        spec.obs_dtype == envs::Dtype::kFloat32 ? at::kFloat : at::kByte));
-    actions.push_back(continuous ? field(s, layout.actions, {T, K, spec.action_size}, at::kFloat)
-                                 : field(s, layout.actions, {T, K}, at::kInt));
-    rewards.push_back(field(s, layout.rewards, {T, K}, at::kFloat));
-    terminated.push_back(field(s, layout.terminated, {T, K}, at::kByte));
-    truncated.push_back(field(s, layout.truncated, {T, K}, at::kByte));
-    final_values.push_back(field(s, layout.final_values, {T, K}, at::kFloat));
-    behaviour.push_back(field(s, layout.behaviour_log_probs, {T, K}, at::kFloat));
-    const auto* returns = reinterpret_cast<const float*>(s.data + layout.episode_returns.offset);
-    b.episode_returns.insert(b.episode_returns.end(), returns, returns + s.stamp.episodes);
-    const auto* lengths = reinterpret_cast<const int32_t*>(s.data + layout.episode_lengths.offset);
-    b.episode_lengths.insert(b.episode_lengths.end(), lengths, lengths + s.stamp.episodes);
-    const uint64_t lag = version - std::min(version, s.stamp.policy_version);
-    b.lag_sum += lag;
-    b.lag_max = std::max(b.lag_max, lag);
-    b.actor_env_s += s.stamp.env_us * 1e-6;
-    b.actor_policy_s += s.stamp.policy_us * 1e-6;
-    b.actor_wait_s += s.stamp.wait_us * 1e-6;
-  }
-  b.obs = at::cat(obs, 1);
-  b.actions = at::cat(actions, 1);
-  if (!continuous) b.actions = b.actions.to(at::kLong);
-  b.rewards = at::cat(rewards, 1);
-  if (config.loss.reward_scale != 1.0) b.rewards.mul_(config.loss.reward_scale);
-  b.discounts = config.loss.discount * (1 - at::cat(terminated, 1).to(at::kFloat));
-  b.truncated = at::cat(truncated, 1);
-  b.final_values = at::cat(final_values, 1);
-  b.behaviour_log_probs = at::cat(behaviour, 1);
-  return b;
-}
-
 namespace {
 
 at::Device learner_device(const std::string& setting) {
@@ -67,11 +22,11 @@ at::Device learner_device(const std::string& setting) {
 
 }  // namespace
 
-Trainer::Trainer(const Config& c, const envs::EnvSpec& spec)
+Trainer::Trainer(const Config& c, const EnvSpec& spec)
     : c_(c),
       device_(learner_device(c.learner.device)),
       model_(model_spec_for(spec, c.model)),
-      continuous_(spec.action_kind == envs::ActionKind::kContinuous),
+      continuous_(spec.action_kind == ActionKind::kContinuous),
       use_gae_(c.loss.kind == "ppo" && c.loss.advantages == "gae") {
   model_->to(device_);  // before the optimizer takes its parameters
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),

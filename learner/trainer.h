@@ -11,31 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "buffer/ring.h"
 #include "core/config.h"
-#include "core/model.h"
-#include "envs/env.h"
+#include "core/env_spec.h"
+#include "learner/batch.h"
+#include "model/policy.h"
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
 
 namespace pronghorn::learner {
-
-// One batch of B unrolls as tensors over the ring's slots (one copy per slot
-// per field, by at::cat; DESIGN.md §9).
-struct Batch {
-  at::Tensor obs;                                           // [T+1, N, obs...], N = B·K
-  at::Tensor actions;                                       // [T, N] int64, or [T, N, D] float
-  at::Tensor rewards, discounts;                            // [T, N]
-  at::Tensor truncated, final_values, behaviour_log_probs;  // [T, N]
-  std::vector<float> episode_returns;    // of the episodes that ended in these unrolls
-  std::vector<int32_t> episode_lengths;  // their lengths in env steps, in the same order
-  uint64_t lag_sum = 0, lag_max = 0;     // policy versions behind `version`
-  double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;  // summed over the unrolls
-};
-
-// Rewards are scaled by loss.reward_scale and discounts are γ·(1 − terminated).
-Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
-                 const envs::EnvSpec& spec, const Config& config, uint64_t version);
 
 // The loss terms and gradient norm of one step, and where its time went.
 struct StepStats {
@@ -50,7 +33,7 @@ struct StepStats {
 // Error. Batches arrive on the CPU and move over in learn().
 class Trainer {
  public:
-  Trainer(const Config& config, const envs::EnvSpec& spec);
+  Trainer(const Config& config, const EnvSpec& spec);
 
   at::Device device() const { return device_; }
   PolicyNet& model() { return model_; }

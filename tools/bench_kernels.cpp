@@ -15,7 +15,7 @@
 #include <iostream>
 #include <vector>
 
-#include "core/tensor_runtime.h"
+#include "model/tensor_runtime.h"
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
 #include "tools/cli.h"

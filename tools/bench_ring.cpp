@@ -115,8 +115,8 @@ void bench_ring(double seconds) {
     buffer::UnrollSpec spec;
   };
   const Case cases[] = {
-      {"cartpole T=32 K=256", {32, 256, {4}, buffer::ObsDtype::kFloat32, 0, 0}},
-      {"pixels T=20 K=32 1x84x84 uint8", {20, 32, {1, 84, 84}, buffer::ObsDtype::kUInt8, 0, 0}},
+      {"cartpole T=32 K=256", {32, 256, {4}, Dtype::kFloat32, 0, 0}},
+      {"pixels T=20 K=32 1x84x84 uint8", {20, 32, {1, 84, 84}, Dtype::kUInt8, 0, 0}},
   };
   const std::string name = "/pronghorn-bench-ring-" + std::to_string(getpid());
   for (const Case& c : cases) {

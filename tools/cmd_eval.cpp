@@ -14,7 +14,8 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "core/model.h"
+#include "model/policy.h"
+#include "model/sampling.h"
 #include "envs/env.h"
 #include "learner/checkpoint.h"
 #include "tools/cli.h"
@@ -36,7 +37,7 @@ void run_eval(const EvalArgs& args) {
   Config config = load_config((run_dir / "config.toml").string(), {});
   config.env.num_envs = std::min<int64_t>(args.episodes, 32);
   auto env = envs::make_env(config.env, args.seed);
-  const envs::EnvSpec& spec = env->spec();
+  const EnvSpec& spec = env->spec();
   PolicyNet model(model_spec_for(spec, config.model));
   PRONGHORN_CHECK(static_cast<int64_t>(ckpt.parameters.size()) == model->parameter_count(),
                   "checkpoint ", args.checkpoint, ": ", ckpt.parameters.size(),
@@ -54,30 +55,15 @@ void run_eval(const EvalArgs& args) {
   std::vector<double> running(k, 0.0), returns;
   std::vector<uint8_t> counted(k, 0);  // this env's first episode is already in `returns`
   int64_t counted_this_round = 0;
-  std::vector<int64_t> shape = {k};
-  shape.insert(shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
-  const auto dtype = spec.obs_dtype == envs::Dtype::kFloat32 ? at::kFloat : at::kByte;
   env->reset(obs.data());
   while (static_cast<int64_t>(returns.size()) < args.episodes) {
-    PolicyOutput out = model->forward(at::from_blob(obs.data(), shape, dtype));
-    const void* actions;
-    if (spec.action_kind == envs::ActionKind::kDiscrete) {
-      at::Tensor a = args.greedy ? out.logits.argmax(-1)
-                                 : at::multinomial(at::softmax(out.logits, -1), 1).squeeze(-1);
-      at::Tensor a32 = a.to(at::kInt).contiguous();
-      std::copy_n(a32.data_ptr<int32_t>(), k, discrete_actions.begin());
-      actions = discrete_actions.data();
-    } else {
-      at::Tensor a = args.greedy ? out.logits
-                                 : out.logits + out.log_std.exp() * at::randn_like(out.logits);
-      at::Tensor c = a.contiguous();
-      for (int64_t i = 0; i < k * spec.action_size; ++i) {
-        const int64_t d = i % spec.action_size;
-        continuous_actions[i] =
-            std::clamp(c.data_ptr<float>()[i], spec.action_low[d], spec.action_high[d]);
-      }
-      actions = continuous_actions.data();
-    }
+    const PolicyOutput out = model->forward(observation_tensor(obs.data(), spec, k));
+    const bool discrete = spec.action_kind == ActionKind::kDiscrete;
+    sample_actions(out, spec, args.greedy,
+                   {.discrete = discrete ? discrete_actions.data() : nullptr,
+                    .clipped = discrete ? nullptr : continuous_actions.data()});
+    const void* actions = discrete ? static_cast<const void*>(discrete_actions.data())
+                                   : continuous_actions.data();
     env->step(actions, {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
     for (int64_t i = 0; i < k; ++i) {
       running[i] += rewards[i];

@@ -16,6 +16,7 @@
 #include "core/files.h"
 #include "core/logging.h"
 #include "core/run_dir.h"
+#include "control/control_plane.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
 
@@ -75,7 +76,11 @@ void run_train(const TrainArgs& args) {
     write_file_atomically(dir + "/config.toml", to_toml(config));
     add_log_file(dir + "/train.log");
     install_stop_handlers();
-    r = learner::train({config, dir, !args.resume.empty(), [&] { started = true; }}, g_stop);
+    learner::ControlBoard board;
+    learner::Learner learner({config, dir, !args.resume.empty()}, board, g_stop);
+    control::ControlPlane control(config.server, dir, board);
+    started = true;
+    r = learner.run();
   } catch (...) {
     if (!started) run.remove_if_new();  // nothing of a job that never ran is kept
     throw;

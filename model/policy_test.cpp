@@ -1,4 +1,4 @@
-#include "core/model.h"
+#include "model/policy.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "core/tensor_runtime.h"
+#include "model/tensor_runtime.h"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-#include "core/model.h"
+#include "model/policy.h"
 
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
@@ -9,20 +9,20 @@
 
 #include <cstring>
 
-#include "core/activation.h"
+#include "model/activation.h"
 #include "core/error.h"
 
 namespace pronghorn {
 
-ModelSpec model_spec_for(const envs::EnvSpec& env, const ModelConfig& config) {
+ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   ModelSpec spec;
   spec.obs_shape = env.obs_shape;
   spec.pixels = config.kind == "impala_cnn" ||
-                (config.kind == "auto" && env.obs_dtype == envs::Dtype::kUInt8 &&
+                (config.kind == "auto" && env.obs_dtype == Dtype::kUInt8 &&
                  env.obs_shape.size() == 3);
   PRONGHORN_CHECK(!spec.pixels || env.obs_shape.size() == 3, "model.kind = \"", config.kind,
                   "\": env ", env.name, " has no [C, H, W] image observations");
-  spec.continuous = env.action_kind == envs::ActionKind::kContinuous;
+  spec.continuous = env.action_kind == ActionKind::kContinuous;
   spec.actions = env.action_size;
   spec.hidden = config.hidden;
   spec.activation = config.activation;

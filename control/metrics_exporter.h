@@ -23,7 +23,9 @@
 
 #include "learner/control_board.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::control {
+
+using learner::ControlBoard;
 
 class MetricsExporter {
  public:
@@ -40,4 +42,4 @@ class MetricsExporter {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::control

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "envs/env.h"
+#include "core/env_spec.h"
 
 namespace pronghorn {
 
@@ -29,7 +29,7 @@ struct ModelSpec {
 };
 
 // The model an env needs: its observation and action spaces, and the config.
-ModelSpec model_spec_for(const envs::EnvSpec& env, const ModelConfig& config);
+ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config);
 
 struct PolicyOutput {
   at::Tensor logits;   // [N, A] categorical, or the Gaussian mean [N, D]

@@ -19,7 +19,9 @@
 
 #include "learner/control_board.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::control {
+
+using learner::ControlBoard;
 
 class StatusStreams {
  public:
@@ -48,4 +50,4 @@ class StatusStreams {
   std::thread thread_;
 };
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::control

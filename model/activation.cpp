@@ -1,4 +1,4 @@
-#include "core/activation.h"
+#include "model/activation.h"
 
 #include <torch/csrc/autograd/custom_function.h>
 

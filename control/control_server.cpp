@@ -1,4 +1,4 @@
-#include "learner/control_server.h"
+#include "control/control_server.h"
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -10,10 +10,14 @@
 
 #include "core/error.h"
 #include "core/token.h"
-#include "learner/status_streams.h"
+#include "control/status_streams.h"
 #include "proto/pronghorn.grpc.pb.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::control {
+
+using learner::ControlAnswer;
+using learner::ControlReply;
+using learner::ControlRequest;
 namespace {
 
 using grpc::CallbackServerContext;
@@ -78,10 +82,10 @@ class LearnerService final : public v1::Learner::CallbackService {
     if (grpc::Status denied = authorize(*context, true); !denied.ok()) {
       return finished(context, denied);
     }
-    if (request->count() < 0 || request->count() > kMaxActors) {
+    if (request->count() < 0 || request->count() > learner::kMaxActors) {
       return finished(
           context, {StatusCode::INVALID_ARGUMENT, fmt::format("count = {}: expected 0 to {} actors",
-                                                              request->count(), kMaxActors)});
+                                                              request->count(), learner::kMaxActors)});
     }
     return carry_out(context,
                      {.kind = ControlRequest::Kind::kScaleActors, .actors = request->count()},
@@ -203,4 +207,4 @@ ControlServer::~ControlServer() {
 
 int ControlServer::port() const { return impl_->port; }
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::control

@@ -1,9 +1,9 @@
-#include "learner/status_streams.h"
+#include "control/status_streams.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace pronghorn::learner {
+namespace pronghorn::control {
 namespace {
 
 using Clock = ControlBoard::Clock;
@@ -130,4 +130,4 @@ void StatusStreams::pace() {
   }
 }
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::control

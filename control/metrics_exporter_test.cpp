@@ -2,7 +2,7 @@
 // clients which never finish a request neither block scrapes nor shutdown,
 // and how a busy port is reported. Every wait has a deadline; the suite
 // takes a few seconds. Run: build/learner/learner_test --gtest_filter='Metrics*'
-#include "learner/metrics_exporter.h"
+#include "control/metrics_exporter.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -24,7 +24,9 @@
 
 #include "core/error.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::control {
+
+using learner::ControlBoard;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -233,4 +235,4 @@ TEST_F(MetricsExporterTest, StopsPromptlyWithSlowClientsConnected) {
 }
 
 }  // namespace
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::control

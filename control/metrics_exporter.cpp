@@ -1,4 +1,4 @@
-#include "learner/metrics_exporter.h"
+#include "control/metrics_exporter.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::control {
 namespace {
 
 using prometheus::ClientMetric;
@@ -201,4 +201,4 @@ MetricsExporter::~MetricsExporter() = default;
 
 int MetricsExporter::port() const { return impl_->port; }
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::control

@@ -13,7 +13,9 @@
 #include "core/config.h"
 #include "learner/control_board.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::control {
+
+using learner::ControlBoard;
 
 class ControlServer {
  public:
@@ -30,4 +32,4 @@ class ControlServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::control

@@ -1,0 +1,33 @@
+// A learner's batch: B unrolls taken from the ring, as tensors [T+1, B·K]
+// (docs/architecture.md §3), copied out of the slots so that the slots can be
+// released before the learner step.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "buffer/ring.h"
+#include "core/config.h"
+#include "core/env_spec.h"
+
+namespace pronghorn::learner {
+
+// One copy per slot per field, by at::cat (docs/architecture.md §9).
+struct Batch {
+  at::Tensor obs;                                           // [T+1, N, obs...], N = B·K
+  at::Tensor actions;                                       // [T, N] int64, or [T, N, D] float
+  at::Tensor rewards, discounts;                            // [T, N]
+  at::Tensor truncated, final_values, behaviour_log_probs;  // [T, N]
+  std::vector<float> episode_returns;    // of the episodes that ended in these unrolls
+  std::vector<int32_t> episode_lengths;  // their lengths in env steps, in the same order
+  uint64_t lag_sum = 0, lag_max = 0;     // policy versions behind `version`
+  double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;  // summed over the unrolls
+};
+
+// Rewards are scaled by loss.reward_scale and discounts are γ·(1 − terminated).
+Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
+                 const EnvSpec& spec, const Config& config, uint64_t version);
+
+}  // namespace pronghorn::learner

@@ -1,0 +1,47 @@
+// The run's counters and recent statistics, in plain types: the one source of
+// metrics.jsonl, the progress line, GetStatus and /metrics (make_status in
+// learner/run_status.h turns them into the control plane's message).
+// Threads: one (the learner's loop).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "learner/batch.h"
+#include "learner/trainer.h"
+
+namespace pronghorn::learner {
+
+// Where the time of actors and learner went, summed since this learner
+// started (the fields of v1::StageTimes).
+struct StageTimes {
+  double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;
+  double learner_wait_s = 0, learner_batch_s = 0, learner_forward_s = 0, learner_backward_s = 0,
+         learner_optimizer_s = 0, learner_publish_s = 0;
+};
+
+// Returns are averaged over this many of the last episodes (the "solved"
+// criterion of Gym's CartPole, and the mean every report shows).
+constexpr size_t kRecentEpisodes = 100;
+
+struct RunStats {
+  uint64_t env_steps = 0, learner_steps = 0, episodes = 0;  // since the run began
+  uint64_t unrolls = 0, lag_sum = 0, lag_max = 0;           // since this learner started
+  std::deque<float> recent;                                 // returns of the last episodes
+  std::deque<int32_t> recent_lengths;                       // and their lengths
+  StepStats last;
+  double sps = 0, learner_steps_per_s = 0;  // over the last report interval
+  std::string last_checkpoint;
+  double last_checkpoint_unix_s = 0;
+  StageTimes stage_time;
+
+  // One learner step on `b` (`taken_unrolls` unrolls, `steps` env steps).
+  void add(const Batch& b, const StepStats& step, size_t taken_unrolls, uint64_t steps);
+  bool has_full_window() const { return recent.size() >= kRecentEpisodes; }
+  double return_mean() const;
+  double length_mean() const;
+};
+
+}  // namespace pronghorn::learner

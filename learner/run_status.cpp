@@ -1,0 +1,66 @@
+#include "learner/run_status.h"
+
+#include <algorithm>
+
+namespace pronghorn::learner {
+namespace {
+
+void set_stage_times(const StageTimes& t, v1::StageTimes* out) {
+  out->set_actor_env_s(t.actor_env_s);
+  out->set_actor_policy_s(t.actor_policy_s);
+  out->set_actor_wait_s(t.actor_wait_s);
+  out->set_learner_wait_s(t.learner_wait_s);
+  out->set_learner_batch_s(t.learner_batch_s);
+  out->set_learner_forward_s(t.learner_forward_s);
+  out->set_learner_backward_s(t.learner_backward_s);
+  out->set_learner_optimizer_s(t.learner_optimizer_s);
+  out->set_learner_publish_s(t.learner_publish_s);
+}
+
+}  // namespace
+
+v1::Status make_status(const RunStats& stats, const LiveState& live) {
+  v1::Status s;
+  s.set_run_name(live.run_name);
+  s.set_run_dir(live.run_dir);
+  s.set_env_name(live.env_name);
+  s.set_config_digest(live.config_digest);
+  s.set_uptime_s(live.uptime_s);
+  s.set_env_steps(stats.env_steps);
+  s.set_sps(stats.sps);
+  s.set_learner_steps_per_s(stats.learner_steps_per_s);
+  s.set_learner_steps(stats.learner_steps);
+  s.set_policy_version(live.policy_version);
+  s.set_episodes(stats.episodes);
+  auto* returns = s.mutable_episode_return();
+  returns->set_count(static_cast<uint32_t>(stats.recent.size()));
+  if (!stats.recent.empty()) {
+    returns->set_mean(stats.return_mean());
+    returns->set_min(*std::min_element(stats.recent.begin(), stats.recent.end()));
+    returns->set_max(*std::max_element(stats.recent.begin(), stats.recent.end()));
+    s.set_episode_length_mean(stats.length_mean());
+  }
+  auto* loss = s.mutable_loss();
+  loss->set_total(stats.last.total);
+  loss->set_policy(stats.last.policy);
+  loss->set_value(stats.last.value);
+  loss->set_entropy(stats.last.entropy);
+  s.set_grad_norm(stats.last.grad_norm);
+  s.set_policy_lag_mean(stats.unrolls ? static_cast<double>(stats.lag_sum) / stats.unrolls : 0);
+  s.set_policy_lag_max(stats.lag_max);
+  s.set_ring_slots(live.ring_slots);
+  s.set_ring_occupancy(static_cast<uint32_t>(live.ring.ready));
+  s.set_unrolls_committed(live.ring.committed);
+  s.set_unrolls_consumed(live.ring.consumed);
+  s.set_unrolls_dropped_stale(live.ring.dropped_stale);
+  s.set_actors_alive(static_cast<uint32_t>(live.actors_alive));
+  s.set_actors_desired(static_cast<uint32_t>(live.actors_desired));
+  s.set_actor_restarts(live.actor_restarts);
+  s.set_last_checkpoint_path(stats.last_checkpoint);
+  s.set_last_checkpoint_unix_s(stats.last_checkpoint_unix_s);
+  s.set_stopping(live.stopping);
+  set_stage_times(stats.stage_time, s.mutable_stage_time());
+  return s;
+}
+
+}  // namespace pronghorn::learner

@@ -1,0 +1,29 @@
+// The control plane's Status message (proto/pronghorn.proto), built in this
+// one place from the run's plain statistics and the learner's live state, so
+// a new metric touches RunStats, this file and the proto.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "buffer/ring.h"
+#include "learner/run_stats.h"
+#include "proto/pronghorn.pb.h"
+
+namespace pronghorn::learner {
+
+// What the learner knows besides its statistics, at the moment of the status.
+struct LiveState {
+  std::string run_name, run_dir, env_name, config_digest;
+  double uptime_s = 0;
+  uint64_t policy_version = 0;
+  uint32_t ring_slots = 0;
+  buffer::RingCounters ring;
+  int actors_alive = 0, actors_desired = 0;
+  uint64_t actor_restarts = 0;
+  bool stopping = false;
+};
+
+v1::Status make_status(const RunStats& stats, const LiveState& live);
+
+}  // namespace pronghorn::learner
