@@ -28,6 +28,7 @@
 #include "learner/control_server.h"
 #include "learner/curves.h"
 #include "learner/metrics_exporter.h"
+#include "learner/resume.h"
 #include "learner/supervisor.h"
 #include "learner/trainer.h"
 #include "proto/status_json.h"
@@ -218,25 +219,13 @@ class LearnerLoop {
 };
 
 void LearnerLoop::resume() {
-  std::string path;
-  std::optional<Checkpoint> ckpt = load_newest_checkpoint(checkpoints_, &path);
-  PRONGHORN_CHECK(ckpt.has_value(), "resume: no valid checkpoint in ", checkpoints_);
-  PRONGHORN_CHECK(ckpt->parameters.size() == flat_.size(), "resume: checkpoint ", path, " holds ",
-                  ckpt->parameters.size(), " parameters, the model has ", flat_.size());
-  trainer_.model()->read_flat(ckpt->parameters.data());
-  trainer_.load_optimizer_state(ckpt->optimizer);
-  if (!ckpt->rng.empty()) {
-    at::Tensor state = at::empty({static_cast<int64_t>(ckpt->rng.size())}, at::kByte);
-    std::memcpy(state.data_ptr<uint8_t>(), ckpt->rng.data(), ckpt->rng.size());
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(state);
-  }
-  stats_.env_steps = ckpt->env_steps;
-  stats_.learner_steps = ckpt->learner_steps;
-  stats_.episodes = ckpt->episodes;
-  slab_->set_version(ckpt->policy_version);
-  spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", path,
-               stats_.env_steps, stats_.learner_steps, ckpt->policy_version);
+  const ResumePoint r = resume_from_checkpoints(checkpoints_, trainer_, c_);
+  stats_.env_steps = r.env_steps;
+  stats_.learner_steps = r.learner_steps;
+  stats_.episodes = r.episodes;
+  slab_->set_version(r.policy_version);
+  spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", r.path,
+               r.env_steps, r.learner_steps, r.policy_version);
 }
 
 std::string LearnerLoop::checkpoint() {
