@@ -27,6 +27,7 @@
 #include "learner/control_board.h"
 #include "learner/control_server.h"
 #include "learner/curves.h"
+#include "learner/job_check.h"
 #include "learner/metrics_exporter.h"
 #include "learner/resume.h"
 #include "learner/supervisor.h"
@@ -162,11 +163,7 @@ class LearnerLoop {
   TrainResult run();
 
  private:
-  static envs::EnvSpec probe_spec(const Config& c) {
-    EnvConfig one = c.env;
-    one.num_envs = 1;
-    return envs::make_env(one, 0)->spec();
-  }
+  static envs::EnvSpec probe_spec(const Config& c) { return check_job_config(c); }
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,
                                                    const envs::EnvSpec& spec) {
     remove_stale_segments();

@@ -16,6 +16,7 @@
 #include "core/files.h"
 #include "core/logging.h"
 #include "core/run_dir.h"
+#include "learner/job_check.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
 
@@ -55,6 +56,8 @@ void run_train(const TrainArgs& args) {
                       : load_config(args.resume + "/config.toml", args.config.overrides);
   const bool generated_name = config.run.name.empty();
   if (generated_name) config.run.name = default_run_name();
+  // What `pronghorn config` refuses, refused before a run directory exists.
+  learner::check_job_config(config);
   if (args.print_config) {
     std::cout << to_toml(config);
     return;
