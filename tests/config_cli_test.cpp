@@ -2,6 +2,7 @@
 // line and exit 2, and neither crashes on config text built to break the
 // TOML parser (a key of 40,000 dotted parts overflowed its stack).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -70,6 +71,14 @@ TEST(ConfigCliTest, AKeyOfFortyThousandDottedPartsIsExitTwoNotACrash) {
 TEST(ConfigCliTest, AConfigThatNeverEndsIsExitTwo) {
   expect_both_refuse("-c /dev/zero",
                      "config: /dev/zero: more than 1048576 bytes; a config file is at most that");
+}
+
+TEST(ConfigCliTest, ResumingARunWhoseConfigIsAFifoIsExitTwoNotAHang) {
+  const std::string run = test_dir("run");
+  ASSERT_EQ(mkfifo((run + "/config.toml").c_str(), 0600), 0);
+  auto [code, out] = pronghorn_cli("train --resume " + run);
+  EXPECT_EQ(code, 2) << out;  // 124: it blocked opening the FIFO
+  EXPECT_NE(out.find(run + "/config.toml: not a regular file"), std::string::npos) << out;
 }
 
 }  // namespace
