@@ -6,13 +6,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 #include <toml++/toml.h>
 
 #include "core/config_schema.h"
 #include "core/error.h"
 #include "core/suggest.h"
+#include "core/toml_limits.h"
 
 namespace pronghorn {
 namespace {
@@ -136,8 +140,19 @@ void apply_table(std::vector<Field>& table, const toml::table& root, const std::
   }
 }
 
+// Fails unless `text` keeps within the bounds of core/toml_limits.h.
+void check_limits(std::string_view text, size_t max_bytes, const std::string& origin) {
+  if (text.size() > max_bytes) {
+    fail(fmt::format("{}: {} bytes; at most {} are read", origin, text.size(), max_bytes));
+  }
+  const std::string problem = check_toml_limits(text);
+  if (!problem.empty()) fail(fmt::format("{}: {}", origin, problem));
+}
+
 void apply_override(std::vector<Field>& table, const std::string& text) {
-  const std::string origin = fmt::format("--set {}", text);
+  // A long override is named by its start: the message stays one short line.
+  const std::string origin =
+      fmt::format("--set {}", text.size() <= 80 ? text : text.substr(0, 60) + "…");
   size_t eq = text.find('=');
   size_t dot = text.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
@@ -155,6 +170,7 @@ void apply_override(std::vector<Field>& table, const std::string& text) {
     *std::get<std::string*>(field.target) = value;
     return;
   }
+  check_limits("v = " + value, kMaxOverrideBytes, origin);
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + value);
@@ -279,10 +295,29 @@ Config resolve(const toml::table* root, const std::string& origin,
   fail(fmt::format("{}:{}:{}: {}", origin, at.line, at.column, e.description()));
 }
 
+// The file's text, at most kMaxConfigFileBytes of it (whatever `path` is:
+// /dev/zero, a directory, a pipe from `-c <(…)`).
+std::string read_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(fmt::format("{}: cannot open it ({})", path, std::strerror(errno)));
+  std::string text(kMaxConfigFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (in.bad() || (!in.eof() && text.size() <= kMaxConfigFileBytes)) {
+    fail(fmt::format("{}: cannot read it ({})", path, errno ? std::strerror(errno) : "I/O error"));
+  }
+  if (text.size() > kMaxConfigFileBytes) {
+    fail(fmt::format("{}: more than {} bytes; a config file is at most that", path,
+                     kMaxConfigFileBytes));
+  }
+  return text;
+}
+
 }  // namespace
 
 Config parse_config(const std::string& toml_text, const std::string& origin,
                     const std::vector<std::string>& overrides) {
+  check_limits(toml_text, kMaxConfigFileBytes, origin);
   toml::table root;
   try {
     root = toml::parse(toml_text, origin);
@@ -294,13 +329,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
 
 Config load_config(const std::string& toml_path, const std::vector<std::string>& overrides) {
   if (toml_path.empty()) return resolve(nullptr, "", overrides);
-  toml::table root;
-  try {
-    root = toml::parse_file(toml_path);
-  } catch (const toml::parse_error& e) {
-    fail_parse(toml_path, e);
-  }
-  return resolve(&root, toml_path, overrides);
+  return parse_config(read_config_file(toml_path), toml_path, overrides);
 }
 
 void validate(const Config& config) {

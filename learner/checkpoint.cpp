@@ -1,12 +1,17 @@
 #include "learner/checkpoint.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -16,85 +21,222 @@ namespace pronghorn::learner {
 namespace {
 
 namespace fs = std::filesystem;
+
+// File: magic, payload size (u64), payload, FNV-1a of the payload (u64).
+// Payload: env_steps, learner_steps, episodes, policy_version (u64 each),
+// then parameters, optimizer, rng (each a u64 size and its bytes).
 constexpr char kMagic[8] = {'P', 'H', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr uint64_t kHeaderBytes = 16, kTrailerBytes = 8;
+constexpr std::string_view kPrefix = "env-steps-", kEarlierPrefix = "step-", kSuffix = ".ckpt";
+constexpr int kNameDigits = 20;  // any uint64, so every name sorts by its number
+// A learner publishes one version per step and one when it starts: a
+// checkpoint's version is its learner steps plus the number of starts.
+constexpr uint64_t kMaxStarts = uint64_t{1} << 32;
 
 void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-void put_bytes(std::string& out, const std::string& bytes) {
+void put_bytes(std::string& out, std::string_view bytes) {
   put_u64(out, bytes.size());
   out += bytes;
 }
 
 // Reads from a payload, failing (false) past its end instead of reading on.
 struct Reader {
-  const std::string& in;
+  std::string_view in;
   size_t at = 0;
   bool u64(uint64_t& v) {
-    if (at + 8 > in.size()) return false;
+    if (in.size() - at < 8) return false;
     std::memcpy(&v, in.data() + at, 8);
     at += 8;
     return true;
   }
-  bool bytes(std::string& out) {
+  bool bytes(std::string_view& out) {
     uint64_t n = 0;
     if (!u64(n) || n > in.size() - at) return false;
-    out.assign(in, at, n);
+    out = in.substr(at, n);
     at += n;
     return true;
   }
 };
 
-uint64_t step_of(const fs::path& p) {
-  const std::string name = p.filename().string();  // step-<n>.ckpt
-  if (name.rfind("step-", 0) != 0 || p.extension() != ".ckpt") return UINT64_MAX;
-  return std::strtoull(name.c_str() + 5, nullptr, 10);
+// Where a name puts a file among checkpoints: the current naming after the
+// earlier one, then by the number. Nothing for a name that is not a checkpoint's.
+struct NameKey {
+  bool current = false;  // env-steps-N (else step-N, N learner steps)
+  uint64_t number = 0;
+  bool operator<(const NameKey& o) const {
+    return current != o.current ? !current : number < o.number;
+  }
+};
+
+std::optional<NameKey> name_key(std::string_view name) {
+  if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) {
+    return std::nullopt;
+  }
+  name.remove_suffix(kSuffix.size());
+  NameKey key;
+  if (name.substr(0, kPrefix.size()) == kPrefix) {
+    key.current = true;
+    name.remove_prefix(kPrefix.size());
+  } else if (name.substr(0, kEarlierPrefix.size()) == kEarlierPrefix) {
+    name.remove_prefix(kEarlierPrefix.size());
+  } else {
+    return std::nullopt;
+  }
+  if (name.empty() || name.size() > kNameDigits) return std::nullopt;
+  for (char ch : name) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    if (__builtin_mul_overflow(key.number, 10, &key.number) ||
+        __builtin_add_overflow(key.number, static_cast<uint64_t>(ch - '0'), &key.number)) {
+      return std::nullopt;
+    }
+  }
+  return key;
 }
 
-std::vector<fs::path> checkpoints_newest_first(const std::string& folder) {
-  std::vector<fs::path> found;
+struct Candidate {
+  fs::path path;
+  NameKey key;
+};
+
+std::vector<Candidate> candidates_newest_first(const std::string& folder) {
+  std::vector<Candidate> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    if (step_of(entry.path()) != UINT64_MAX) found.push_back(entry.path());
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    if (auto key = name_key(it->path().filename().string())) found.push_back({it->path(), *key});
   }
-  std::sort(found.begin(), found.end(),
-            [](const fs::path& a, const fs::path& b) { return step_of(a) > step_of(b); });
+  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.key < b.key || b.key < a.key) return b.key < a.key;
+    return a.path > b.path;  // the same number written twice: any fixed order
+  });
   return found;
 }
 
-// The checkpoint in `path`, or the reason it is not valid.
-std::optional<Checkpoint> read_checkpoint(const fs::path& path, std::string* why) {
-  std::ifstream in(path, std::ios::binary);
-  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (file.size() < 24 || std::memcmp(file.data(), kMagic, 8) != 0) {
-    *why = "not a checkpoint or truncated";
+std::string kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads exactly `n` bytes; false with `why` on an error or an early end.
+bool read_exactly(int fd, char* out, uint64_t n, std::string* why) {
+  while (n > 0) {
+    const ssize_t got = ::read(fd, out, std::min<uint64_t>(n, 1 << 24));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      *why = std::string("cannot read it: ") + std::strerror(errno);
+      return false;
+    }
+    if (got == 0) {
+      *why = "truncated while being read";
+      return false;
+    }
+    out += got;
+    n -= static_cast<uint64_t>(got);
+  }
+  return true;
+}
+
+// The file's bytes when it is a regular file whose sizes agree; never blocks
+// (O_NONBLOCK: opening a FIFO without a writer returns at once) and never
+// reads more than the file's size, the header's, or `max_bytes`.
+std::optional<std::string> read_payload(const std::string& path, uint64_t max_bytes,
+                                        std::string* why) {
+  Fd file{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  if (file.fd < 0) {
+    *why = std::string("cannot open it: ") + std::strerror(errno);
     return std::nullopt;
   }
-  uint64_t payload_bytes = 0, checksum = 0;
-  std::memcpy(&payload_bytes, file.data() + 8, 8);
-  if (payload_bytes != file.size() - 24) {
-    *why = "truncated";
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) {
+    *why = std::string("cannot stat it: ") + std::strerror(errno);
     return std::nullopt;
   }
-  const std::string payload = file.substr(16, payload_bytes);
-  std::memcpy(&checksum, file.data() + 16 + payload_bytes, 8);
-  if (checksum != fnv1a(payload)) {
+  if (!S_ISREG(st.st_mode)) {
+    *why = kind_of(st.st_mode) + ", not a checkpoint file";
+    return std::nullopt;
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < kHeaderBytes + kTrailerBytes) {
+    *why = fmt::format("truncated: {} bytes, a checkpoint has at least {}", size,
+                       kHeaderBytes + kTrailerBytes);
+    return std::nullopt;
+  }
+  char header[kHeaderBytes];
+  if (!read_exactly(file.fd, header, kHeaderBytes, why)) return std::nullopt;
+  if (std::memcmp(header, kMagic, 8) != 0) {
+    *why = "not a checkpoint (no PHCKPT01 header)";
+    return std::nullopt;
+  }
+  uint64_t payload_bytes = 0;
+  std::memcpy(&payload_bytes, header + 8, 8);
+  if (payload_bytes != size - kHeaderBytes - kTrailerBytes) {
+    *why = fmt::format("truncated: its header promises {} bytes of payload, the file holds {}",
+                       payload_bytes, size - kHeaderBytes - kTrailerBytes);
+    return std::nullopt;
+  }
+  if (size > max_bytes) {
+    *why = fmt::format("{} bytes, more than the {} a checkpoint of this model can take", size,
+                       max_bytes);
+    return std::nullopt;
+  }
+  std::string rest(payload_bytes + kTrailerBytes, '\0');
+  if (!read_exactly(file.fd, rest.data(), rest.size(), why)) return std::nullopt;
+  uint64_t checksum = 0;
+  std::memcpy(&checksum, rest.data() + payload_bytes, 8);
+  rest.resize(payload_bytes);
+  if (checksum != fnv1a(rest)) {
     *why = "checksum mismatch";
     return std::nullopt;
   }
-  Checkpoint c;
-  Reader r{payload};
-  std::string params;
-  if (!r.u64(c.env_steps) || !r.u64(c.learner_steps) || !r.u64(c.episodes) ||
-      !r.u64(c.policy_version) || !r.bytes(params) || !r.bytes(c.optimizer) || !r.bytes(c.rng) ||
-      params.size() % sizeof(float) != 0) {
-    *why = "malformed payload";
-    return std::nullopt;
+  return rest;
+}
+
+// What is wrong with fields that passed the checksum, or "" (a file can be
+// written whole by something else, or by a learner that had already gone wrong).
+std::string check_fields(const Checkpoint& c) {
+  if (c.env_steps > kMaxCounter) {
+    return fmt::format("env_steps = {}: more than any run takes (at most 2^63)", c.env_steps);
   }
-  c.parameters.resize(params.size() / sizeof(float));
-  std::memcpy(c.parameters.data(), params.data(), params.size());
-  return c;
+  if (c.learner_steps > c.env_steps || (c.learner_steps == 0) != (c.env_steps == 0)) {
+    return fmt::format(
+        "learner_steps = {} with env_steps = {}: each learner step trains on "
+        "at least one env step, and env steps come only from learner steps",
+        c.learner_steps, c.env_steps);
+  }
+  if (c.episodes > c.env_steps) {
+    return fmt::format("episodes = {} exceeds env_steps = {}", c.episodes, c.env_steps);
+  }
+  if (c.policy_version < c.learner_steps || c.policy_version - c.learner_steps > kMaxStarts) {
+    return fmt::format(
+        "policy_version = {} with learner_steps = {}: expected one version per "
+        "learner step and one per start",
+        c.policy_version, c.learner_steps);
+  }
+  if (c.parameters.empty()) return "no parameters";
+  for (size_t i = 0; i < c.parameters.size(); ++i) {
+    if (!std::isfinite(c.parameters[i])) {
+      return fmt::format("parameter {} of {} is {}: the model it holds had diverged", i,
+                         c.parameters.size(), c.parameters[i]);
+    }
+  }
+  return "";
 }
 
 }  // namespace
+
+std::string checkpoint_file_name(uint64_t env_steps) {
+  return fmt::format("{}{:0{}}{}", kPrefix, env_steps, kNameDigits, kSuffix);
+}
 
 std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int keep) {
   std::error_code ec;
@@ -105,8 +247,8 @@ std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int 
   put_u64(payload, c.learner_steps);
   put_u64(payload, c.episodes);
   put_u64(payload, c.policy_version);
-  put_bytes(payload, std::string(reinterpret_cast<const char*>(c.parameters.data()),
-                                 c.parameters.size() * sizeof(float)));
+  put_bytes(payload, std::string_view(reinterpret_cast<const char*>(c.parameters.data()),
+                                      c.parameters.size() * sizeof(float)));
   put_bytes(payload, c.optimizer);
   put_bytes(payload, c.rng);
   std::string file(kMagic, 8);
@@ -114,29 +256,78 @@ std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int 
   file += payload;
   put_u64(file, fnv1a(payload));
 
-  const std::string path = folder + "/step-" + std::to_string(c.learner_steps) + ".ckpt";
+  const std::string path = folder + "/" + checkpoint_file_name(c.env_steps);
   write_file_atomically(path, file, 0600);
-  std::vector<fs::path> all = checkpoints_newest_first(folder);
-  for (size_t i = static_cast<size_t>(std::max(1, keep)); i < all.size(); ++i) fs::remove(all[i], ec);
+  // Only regular files are ours to remove: a directory or a FIFO someone put
+  // here is left alone, and counts for nothing.
+  const NameKey written{true, c.env_steps};
+  size_t kept = 1;
+  for (const Candidate& old : candidates_newest_first(folder)) {
+    if (!(old.key < written) || !fs::is_regular_file(fs::symlink_status(old.path, ec))) continue;
+    if (kept++ >= static_cast<size_t>(std::max(1, keep))) fs::remove(old.path, ec);
+  }
   return path;
 }
 
+std::vector<std::string> checkpoint_candidates(const std::string& folder) {
+  std::vector<std::string> paths;
+  for (const Candidate& c : candidates_newest_first(folder)) paths.push_back(c.path.string());
+  return paths;
+}
+
+std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* why,
+                                          uint64_t max_bytes) {
+  const std::optional<std::string> payload = read_payload(path, max_bytes, why);
+  if (!payload) return std::nullopt;
+  Checkpoint c;
+  Reader r{*payload};
+  std::string_view params;
+  if (!r.u64(c.env_steps) || !r.u64(c.learner_steps) || !r.u64(c.episodes) ||
+      !r.u64(c.policy_version) || !r.bytes(params)) {
+    *why = "malformed payload: its counters or parameters run past its end";
+    return std::nullopt;
+  }
+  std::string_view optimizer, rng;
+  if (!r.bytes(optimizer) || !r.bytes(rng) || r.at != payload->size()) {
+    *why = "malformed payload: its optimizer or RNG state does not fit it";
+    return std::nullopt;
+  }
+  if (params.size() % sizeof(float) != 0) {
+    *why = fmt::format("malformed payload: {} bytes of parameters, not a whole number of floats",
+                       params.size());
+    return std::nullopt;
+  }
+  c.parameters.resize(params.size() / sizeof(float));
+  std::memcpy(c.parameters.data(), params.data(), params.size());
+  c.optimizer.assign(optimizer);
+  c.rng.assign(rng);
+  *why = check_fields(c);
+  // Names order the candidates, so a file must hold what its name says.
+  const std::optional<NameKey> key = name_key(fs::path(path).filename().string());
+  if (why->empty() && key && key->number != (key->current ? c.env_steps : c.learner_steps)) {
+    *why =
+        fmt::format("its name says {} {} steps, it holds {}", key->number,
+                    key->current ? "env" : "learner", key->current ? c.env_steps : c.learner_steps);
+  }
+  if (!why->empty()) return std::nullopt;
+  return c;
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
-  PRONGHORN_CHECK(fs::is_regular_file(path), "checkpoint ", path, ": no such file");
   std::string why;
   std::optional<Checkpoint> c = read_checkpoint(path, &why);
   PRONGHORN_CHECK(c.has_value(), "checkpoint ", path, ": ", why);
-  return *c;
+  return std::move(*c);
 }
 
 std::optional<Checkpoint> load_newest_checkpoint(const std::string& folder, std::string* path) {
-  for (const fs::path& p : checkpoints_newest_first(folder)) {
+  for (const std::string& p : checkpoint_candidates(folder)) {
     std::string why;
     if (auto c = read_checkpoint(p, &why)) {
-      if (path != nullptr) *path = p.string();
+      if (path != nullptr) *path = p;
       return c;
     }
-    spdlog::warn("checkpoint {} skipped: {}", p.string(), why);
+    spdlog::warn("checkpoint {} skipped: {}", p, why);
   }
   return std::nullopt;
 }

@@ -1,9 +1,18 @@
 // Checkpoints of a run (DESIGN.md §6): model parameters, optimizer state,
 // counters, policy version and the learner's RNG state, in one file
-// `checkpoints/step-<learner_steps>.ckpt` with a checksum. Written
+// `checkpoints/env-steps-<env_steps, 20 digits>.ckpt` with a checksum, so
+// names sort as their progress does (`ls | tail -1` is the newest). Written
 // atomically (temporary file, fsync, rename, fsync of the folder); the
-// newest `keep` are kept. Loading skips, with a warning, any file that is
-// truncated or fails its checksum, and takes the newest valid one.
+// newest `keep` are kept. Files of the earlier naming,
+// `step-<learner_steps>.ckpt`, still load and count as older than any file
+// of the current one.
+//
+// Reading trusts nothing in a folder: only regular files are opened (never a
+// FIFO, a device or a directory, and without blocking), every read is bounded
+// by the file's size and the header's, and a file whose checksum holds must
+// still carry sane, consistent counters and finite parameters. What the
+// checkpoint must match in the run (parameter count, optimizer, RNG) is
+// learner/resume.h's.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +32,38 @@ struct Checkpoint {
   std::string rng;                // the learner's RNG state bytes
 };
 
+// Bytes read from one checkpoint file unless the caller knows better (a
+// resume bounds it by the model's size).
+inline constexpr uint64_t kMaxCheckpointBytes = uint64_t{8} << 30;
+
+// Counters above this are not a run's (run.total_steps is at most 9e18).
+inline constexpr uint64_t kMaxCounter = uint64_t{1} << 63;
+
+// "env-steps-00000000000001234560.ckpt": the name of a checkpoint at `env_steps`.
+std::string checkpoint_file_name(uint64_t env_steps);
+
 // Writes `checkpoint` into `folder` (created if missing); returns its path.
+// Then removes the oldest regular checkpoint files beyond `keep`, never the
+// one just written and never one named newer than it (a resume that skipped
+// a bad newest file writes older names for a while).
 std::string save_checkpoint(const std::string& folder, const Checkpoint& checkpoint, int keep);
+
+// Every entry of `folder` named like a checkpoint, whatever it is (a file, a
+// FIFO, a directory, a link), newest first by the number in its name; files
+// of the earlier naming after all of the current one. Empty when the folder
+// cannot be read.
+std::vector<std::string> checkpoint_candidates(const std::string& folder);
+
+// The checkpoint at `path`, or nothing with `why` set to what is wrong with
+// it (without the path). Reads at most `max_bytes`; never blocks.
+std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* why,
+                                          uint64_t max_bytes = kMaxCheckpointBytes);
 
 // The checkpoint at `path`; throws Error naming the file and what is wrong.
 Checkpoint load_checkpoint(const std::string& path);
 
-// The newest valid checkpoint in `folder`, or nothing when there is none.
+// The newest checkpoint in `folder` that read_checkpoint() accepts, or
+// nothing when there is none; each one skipped is logged with its reason.
 std::optional<Checkpoint> load_newest_checkpoint(const std::string& folder,
                                                  std::string* path = nullptr);
 

@@ -20,7 +20,9 @@
 #include "envs/env.h"
 #include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
+#include "learner/job_check.h"
 #include "learner/reporting.h"
+#include "learner/resume.h"
 #include "learner/run_stats.h"
 #include "learner/run_status.h"
 #include "learner/supervisor.h"
@@ -95,11 +97,7 @@ class Learner::Loop {
   TrainResult run();
 
  private:
-  static EnvSpec probe_spec(const Config& c) {
-    EnvConfig one = c.env;
-    one.num_envs = 1;
-    return envs::make_env(one, 0)->spec();
-  }
+  static EnvSpec probe_spec(const Config& c) { return check_job_config(c); }
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,
                                                    const EnvSpec& spec) {
     remove_stale_segments();
@@ -156,25 +154,13 @@ void Learner::Loop::start_actors() {
 }
 
 void Learner::Loop::resume() {
-  std::string path;
-  std::optional<Checkpoint> ckpt = load_newest_checkpoint(checkpoints_, &path);
-  PRONGHORN_CHECK(ckpt.has_value(), "resume: no valid checkpoint in ", checkpoints_);
-  PRONGHORN_CHECK(ckpt->parameters.size() == flat_.size(), "resume: checkpoint ", path, " holds ",
-                  ckpt->parameters.size(), " parameters, the model has ", flat_.size());
-  trainer_.model()->read_flat(ckpt->parameters.data());
-  trainer_.load_optimizer_state(ckpt->optimizer);
-  if (!ckpt->rng.empty()) {
-    at::Tensor state = at::empty({static_cast<int64_t>(ckpt->rng.size())}, at::kByte);
-    std::memcpy(state.data_ptr<uint8_t>(), ckpt->rng.data(), ckpt->rng.size());
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(state);
-  }
-  stats_.env_steps = ckpt->env_steps;
-  stats_.learner_steps = ckpt->learner_steps;
-  stats_.episodes = ckpt->episodes;
-  slab_->set_version(ckpt->policy_version);
-  spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", path,
-               stats_.env_steps, stats_.learner_steps, ckpt->policy_version);
+  const ResumePoint r = resume_from_checkpoints(checkpoints_, trainer_, c_);
+  stats_.env_steps = r.env_steps;
+  stats_.learner_steps = r.learner_steps;
+  stats_.episodes = r.episodes;
+  slab_->set_version(r.policy_version);
+  spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", r.path,
+               r.env_steps, r.learner_steps, r.policy_version);
 }
 
 std::string Learner::Loop::checkpoint() {
@@ -313,8 +299,13 @@ TrainResult Learner::Loop::run() {
   // The batch prepared during the last step has left the ring. A stopped run
   // trains on it (a resume goes on from there); a finished one drops it, so
   // that its result, its last metrics line and its checkpoint are one state.
-  std::optional<PreparedBatch> left = prefetcher_->stop();
-  if (left && !finished) learn(*left);
+  if (std::optional<PreparedBatch> left = prefetcher_->stop()) {
+    if (finished) {
+      stats_.untrained_unrolls += left->unrolls;
+    } else {
+      learn(*left);
+    }
+  }
   report(Clock::now());
   std::string final_checkpoint;
   if (checkpoint_at_stop_ && (stats_.learner_steps > 0 || stop_requested_)) {

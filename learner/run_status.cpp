@@ -53,6 +53,7 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   s.set_unrolls_committed(live.ring.committed);
   s.set_unrolls_consumed(live.ring.consumed);
   s.set_unrolls_dropped_stale(live.ring.dropped_stale);
+  s.set_unrolls_untrained(stats.untrained_unrolls);
   s.set_actors_alive(static_cast<uint32_t>(live.actors_alive));
   s.set_actors_desired(static_cast<uint32_t>(live.actors_desired));
   s.set_actor_restarts(live.actor_restarts);

@@ -54,7 +54,9 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   const double waiting = last_metric(run.dir, "ring_occupancy");
   EXPECT_GT(consumed, 10);
   EXPECT_EQ(committed, consumed + dropped + waiting) << "nothing lost, nothing twice";
-  EXPECT_EQ(last_metric(run.dir, "env_steps"), consumed * 16 * 32)
+  const double untrained = last_metric(run.dir, "unrolls_untrained");
+  EXPECT_LE(untrained, 2) << "at most the one batch (B=2) prepared during the last step";
+  EXPECT_EQ(last_metric(run.dir, "env_steps"), (consumed - untrained) * 16 * 32)
       << "every trained step came from a consumed unroll (T=16, K=32)";
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/config.toml"));
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/train.log"));
@@ -167,6 +169,30 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   EXPECT_EQ(wait_exit(second), 0);
   second_guard.pid = -1;
   EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
+// The batch prepared while the last step trained must not move the figures
+// after the run has said where it ended: the "solved" line, the last
+// metrics.jsonl line and the final checkpoint are one state.
+TEST(TrainTest, TheSolvedLineAgreesWithTheLastMetricsLineAndTheCheckpoint) {
+  TrainRun run;
+  const auto [code, out] = shell(std::string(PRONGHORN_BIN) + " --log-level warn train --run-dir " +
+                                 run.dir + " --set server.address=127.0.0.1:0 --set " +
+                                 "server.metrics_port=0 --set run.target_return=60 --set " +
+                                 "run.total_steps=30000000 --set learner.learning_rate=3e-3");
+  ASSERT_EQ(code, 0) << out;
+  double mean = 0;
+  unsigned long long steps = 0;
+  const size_t at = out.find("solved: mean return ");
+  ASSERT_NE(at, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + at, "solved: mean return %lf ≥ %*f over the last 100 "
+                        "episodes after %*f s and %llu env steps", &mean, &steps), 2) << out;
+  EXPECT_EQ(last_metric(run.dir, "env_steps"), static_cast<double>(steps));
+  EXPECT_NEAR(last_metric(run.dir, "episode_return_mean"), mean, 0.05);
+  EXPECT_GE(mean, 60.0);
+  char name[64];
+  std::snprintf(name, sizeof name, "/checkpoints/env-steps-%020llu.ckpt", steps);
+  EXPECT_TRUE(std::filesystem::exists(run.dir + name)) << "the final checkpoint is at " << steps;
 }
 
 }  // namespace

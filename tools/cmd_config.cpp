@@ -1,9 +1,11 @@
 // `pronghorn config`: validate a config (file plus --set overrides) and print
 // it resolved, with every key, its value and a line of help. Exit 2 with one
-// line naming the key when it is not valid.
+// line naming the key when it is not valid, or when `train` would refuse it
+// (learner/job_check.h: an env that does not exist, a model that does not fit).
 #include <iostream>
 #include <memory>
 
+#include "learner/job_check.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -21,7 +23,11 @@ Command add_config_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "config", "Validate a config and print it resolved, as TOML with every key");
   add_config_options(command, *args);
-  return {command, [args] { std::cout << to_toml(args->load()); }};
+  return {command, [args] {
+            const Config config = args->load();
+            learner::check_job_config(config);  // what `train` refuses, refused here too
+            std::cout << to_toml(config);
+          }};
 }
 
 }  // namespace pronghorn::cli

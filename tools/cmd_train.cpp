@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "core/logging.h"
 #include "core/run_dir.h"
 #include "control/control_plane.h"
+#include "learner/job_check.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
 
@@ -49,13 +51,27 @@ struct TrainArgs {
   bool print_config = false;
 };
 
+// The config.toml of the run being resumed: a file this program wrote, so a
+// FIFO or a device there is refused rather than read (a FIFO would block).
+std::string resumed_config(const std::string& run_dir) {
+  const std::string path = run_dir + "/config.toml";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw UsageError(path + ": not a regular file; --resume reads the run's own config.toml");
+  }
+  return path;
+}
+
 void run_train(const TrainArgs& args) {
   // --resume DIR: the run's own resolved config, then any --set on top.
   Config config = args.resume.empty()
                       ? args.config.load()
-                      : load_config(args.resume + "/config.toml", args.config.overrides);
+                      : load_config(resumed_config(args.resume), args.config.overrides);
   const bool generated_name = config.run.name.empty();
   if (generated_name) config.run.name = default_run_name();
+  // What `pronghorn config` refuses, refused before a run directory exists.
+  learner::check_job_config(config);
   if (args.print_config) {
     std::cout << to_toml(config);
     return;

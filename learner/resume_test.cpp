@@ -1,0 +1,266 @@
+// Resuming from checkpoints a run did not write whole or right: each crafted
+// file passes its checksum (save_checkpoint writes it) and is wrong in one
+// field; the resume skips it for the newest that fits, or fails naming them all.
+#include "learner/resume.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/testing/error_of.h"
+#include "envs/env.h"
+#include "learner/checkpoint.h"
+#include "learner/trainer.h"
+
+namespace pronghorn::learner {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_folder(const char* what) {
+  std::string dir = ::testing::TempDir() + "/resume-" + std::to_string(getpid()) + "-" + what;
+  fs::remove_all(dir);
+  return dir;
+}
+
+// A CartPole learner on the CPU, as `pronghorn train` builds it.
+struct Learner {
+  Config config;
+  envs::EnvSpec spec;
+  Trainer trainer;
+  explicit Learner(const std::vector<std::string>& overrides = {})
+      : config(load_config("", with_cpu(overrides))),
+        spec(envs::make_env(config.env, 0)->spec()),
+        trainer(config, spec) {}
+  static std::vector<std::string> with_cpu(std::vector<std::string> overrides) {
+    overrides.push_back("learner.device=cpu");
+    return overrides;
+  }
+  std::vector<float> weights() {
+    std::vector<float> flat(trainer.model()->parameter_count());
+    trainer.model()->write_flat(flat.data());
+    return flat;
+  }
+};
+
+// T = 4 steps of N = 8 envs of random CartPole-shaped data from `seed`.
+Batch random_batch(uint64_t seed) {
+  torch::manual_seed(seed);
+  const int64_t T = 4, N = 8;
+  Batch b;
+  b.obs = torch::randn({T + 1, N, 4});
+  b.actions = torch::randint(0, 2, {T, N}, torch::kLong);
+  b.rewards = torch::ones({T, N});
+  b.discounts = torch::full({T, N}, 0.99f);
+  b.truncated = torch::zeros({T, N}, torch::kByte);
+  b.final_values = torch::zeros({T, N});
+  b.behaviour_log_probs = torch::full({T, N}, std::log(0.5f));
+  return b;
+}
+
+// The checkpoint `run` would write now, after `steps` learner steps.
+Checkpoint snapshot(Learner& run, uint64_t steps) {
+  Checkpoint c;
+  c.env_steps = steps * 100;
+  c.learner_steps = steps;
+  c.episodes = steps;
+  c.policy_version = steps + 1;
+  c.parameters = run.weights();
+  c.optimizer = run.trainer.optimizer_state();
+  at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
+  c.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
+  return c;
+}
+
+// `c` written as the checkpoint at `env_steps` (counters moved to fit).
+std::string write_at(const std::string& dir, Checkpoint c, uint64_t env_steps) {
+  c.env_steps = env_steps;
+  return save_checkpoint(dir, c, 1000);
+}
+
+// The serialised state of an optimizer of type Opt over copies of `run`'s
+// parameters, each reshaped by `reshape`, after `steps` steps with every
+// gradient `grad`: optimizer state a checkpoint could carry that is not the run's.
+template <typename Opt, typename Options>
+std::string optimizer_state(Learner& run, int steps, float grad,
+                            at::Tensor (*reshape)(const at::Tensor&) = nullptr,
+                            void (*edit)(torch::optim::Optimizer&) = nullptr) {
+  std::vector<at::Tensor> params;
+  for (const at::Tensor& p : run.trainer.model()->parameters()) {
+    at::Tensor copy = p.detach().clone();
+    if (reshape != nullptr) copy = reshape(copy).contiguous();
+    params.push_back(copy.requires_grad_(true));
+  }
+  Opt optimizer(params, Options());
+  for (int i = 0; i < steps; ++i) {
+    for (at::Tensor& p : params) p.mutable_grad() = torch::full_like(p, grad);
+    optimizer.step();
+  }
+  if (edit != nullptr) edit(optimizer);
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+at::Tensor flattened(const at::Tensor& t) { return t.flatten(); }
+
+// Adam state without its first moments (LibTorch writes no undefined tensor).
+void drop_exp_avg(torch::optim::Optimizer& optimizer) {
+  for (auto& entry : optimizer.state()) {
+    static_cast<torch::optim::AdamParamState&>(*entry.second).exp_avg(at::Tensor());
+  }
+}
+
+TEST(ResumeTest, RestoresWeightsOptimizerRngAndCountersFromTheNewest) {
+  const std::string dir = fresh_folder("restore");
+  Learner original;
+  for (uint64_t step = 1; step <= 3; ++step) {
+    original.trainer.learn(random_batch(step), 0.0);
+    save_checkpoint(dir, snapshot(original, step), 3);
+  }
+  const Checkpoint newest = snapshot(original, 3);
+
+  torch::manual_seed(12345);  // another start: other weights, another generator state
+  Learner resumed;
+  ASSERT_NE(resumed.weights(), newest.parameters);
+  const ResumePoint r = resume_from_checkpoints(dir, resumed.trainer, resumed.config);
+  EXPECT_EQ(r.path, dir + "/" + checkpoint_file_name(300));
+  EXPECT_EQ(r.env_steps, 300u);
+  EXPECT_EQ(r.learner_steps, 3u);
+  EXPECT_EQ(r.episodes, 3u);
+  EXPECT_EQ(r.policy_version, 4u);
+  EXPECT_EQ(resumed.weights(), newest.parameters);
+  at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(rng.data_ptr<uint8_t>()), rng.numel()),
+            newest.rng);
+  // The same next step on both: the optimizer state (Adam's moments and step
+  // counts) came back whole.
+  original.trainer.learn(random_batch(4), 0.0);
+  resumed.trainer.learn(random_batch(4), 0.0);
+  EXPECT_EQ(resumed.weights(), original.weights());
+}
+
+TEST(ResumeTest, CraftedCandidatesAreSkippedForTheNewestThatFitsOrAllNamedInOneError) {
+  const std::string dir = fresh_folder("crafted");
+  Learner source;
+  source.trainer.learn(random_batch(1), 0.0);
+  const Checkpoint good = snapshot(source, 1);
+  std::vector<std::pair<uint64_t, std::string>> expected;  // env steps, reason
+  auto craft = [&](uint64_t env_steps, Checkpoint c, const std::string& reason) {
+    write_at(dir, std::move(c), env_steps);
+    expected.emplace_back(env_steps, reason);
+  };
+  Checkpoint c = good;
+  c.optimizer = "not an archive";
+  craft(200, c, "optimizer state does not load into this run's adam optimizer: ");
+  c = good;
+  std::fill(c.rng.begin(), c.rng.end(), '\0');
+  craft(300, c, "RNG state refused by the CPU generator: Invalid mt19937 state");
+  c = good;
+  c.rng = "rng";
+  craft(400, c, "RNG state of 3 bytes, this LibTorch's CPU generator has");
+  c = good;
+  c.parameters.push_back(0.5f);
+  craft(500, c, "holds 4676 parameters, the model has 4675");
+  c = good;
+  c.optimizer =
+      optimizer_state<torch::optim::Adam, torch::optim::AdamOptions>(source, 1, 0.1f, &flattened);
+  craft(600, c, "optimizer state exp_avg of parameter tensor 0 is Float [");
+  c = good;
+  c.optimizer =
+      optimizer_state<torch::optim::Adam, torch::optim::AdamOptions>(source, 1, std::nanf(""));
+  craft(700, c, "optimizer state exp_avg of parameter tensor 0 is not finite");
+  c = good;
+  c.optimizer = optimizer_state<torch::optim::Adam, torch::optim::AdamOptions>(source, 3, 0.1f);
+  craft(800, c, "optimizer step count 3 of parameter tensor 0 with 1 learner steps");
+  c = good;
+  c.optimizer =
+      optimizer_state<torch::optim::RMSprop, torch::optim::RMSpropOptions>(source, 1, 0.1f);
+  craft(900, c, "optimizer state does not load into this run's adam optimizer: ");
+  c = good;
+  c.optimizer = optimizer_state<torch::optim::Adam, torch::optim::AdamOptions>(
+      source, 1, 0.1f, nullptr, &drop_exp_avg);
+  craft(950, c, "optimizer state of parameter tensor 0 has no exp_avg");
+  c = good;
+  c.parameters[3] = std::nanf("");
+  craft(1000, c, "parameter 3 of");
+  c = good;
+  c.learner_steps = c.episodes = c.policy_version = UINT64_MAX;
+  craft(UINT64_MAX, c, "env_steps = 18446744073709551615: more than any run takes");
+
+  torch::manual_seed(777);
+  Learner resumed;
+  const std::vector<float> before = resumed.weights();
+  const std::string message =
+      testing::error_of([&] { resume_from_checkpoints(dir, resumed.trainer, resumed.config); });
+  EXPECT_NE(message.find("resume: no valid checkpoint in " + dir + ": "), std::string::npos)
+      << message;
+  for (const auto& [env_steps, reason] : expected) {
+    EXPECT_NE(message.find(checkpoint_file_name(env_steps) + ": " + reason), std::string::npos)
+        << reason << "\n"
+        << message;
+  }
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  EXPECT_EQ(resumed.weights(), before) << "nothing applied from a candidate that did not fit";
+
+  write_at(dir, good, 100);  // one good checkpoint, older than all of them
+  const ResumePoint r = resume_from_checkpoints(dir, resumed.trainer, resumed.config);
+  EXPECT_EQ(r.path, dir + "/" + checkpoint_file_name(100));
+  EXPECT_EQ(resumed.weights(), good.parameters);
+  source.trainer.learn(random_batch(2), 0.0);
+  resumed.trainer.learn(random_batch(2), 0.0);
+  EXPECT_EQ(resumed.weights(), source.weights()) << "the optimizer state is the good one's";
+}
+
+TEST(ResumeTest, ACheckpointOfAnotherOptimizerOrModelIsRefused) {
+  const std::string dir = fresh_folder("other-run");
+  Learner rmsprop({"learner.optimizer=rmsprop"});
+  rmsprop.trainer.learn(random_batch(1), 0.0);
+  write_at(dir, snapshot(rmsprop, 1), 100);
+  Learner adam;
+  EXPECT_NE(testing::error_of([&] {
+              resume_from_checkpoints(dir, adam.trainer, adam.config);
+            }).find(checkpoint_file_name(100) + ": "),
+            std::string::npos);
+  Learner same({"learner.optimizer=rmsprop"});
+  EXPECT_EQ(resume_from_checkpoints(dir, same.trainer, same.config).learner_steps, 1u);
+  Learner wider({"model.hidden=[65, 64]"});
+  EXPECT_NE(testing::error_of([&] {
+              resume_from_checkpoints(dir, wider.trainer, wider.config);
+            }).find("parameters, the model has"),
+            std::string::npos);
+}
+
+TEST(ResumeTest, AFifoALinkToDevZeroAndADirectoryNamedNewerAreSkippedWithoutBlocking) {
+  const std::string dir = fresh_folder("not-files");
+  Learner source;
+  write_at(dir, snapshot(source, 0), 0);  // a run stopped before its first step
+  ASSERT_EQ(mkfifo((dir + "/" + checkpoint_file_name(300)).c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", dir + "/" + checkpoint_file_name(200));
+  fs::create_directory(dir + "/" + checkpoint_file_name(100));
+  alarm(20);  // a read that blocks ends the test instead of hanging it
+  Learner resumed;
+  const ResumePoint r = resume_from_checkpoints(dir, resumed.trainer, resumed.config);
+  alarm(0);
+  EXPECT_EQ(r.path, dir + "/" + checkpoint_file_name(0));
+  EXPECT_EQ(resumed.weights(), source.weights());
+}
+
+TEST(ResumeTest, NoCheckpointAtAllIsAnErrorNamingTheFolder) {
+  const std::string dir = fresh_folder("none");
+  Learner run;
+  const std::string message =
+      testing::error_of([&] { resume_from_checkpoints(dir, run.trainer, run.config); });
+  EXPECT_NE(message.find("resume: no checkpoint in " + dir), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace pronghorn::learner
