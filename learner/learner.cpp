@@ -22,6 +22,7 @@
 #include "core/tensor_runtime.h"
 #include "core/token.h"
 #include "envs/env.h"
+#include "learner/actor_capacity.h"
 #include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
 #include "learner/control_board.h"
@@ -59,12 +60,6 @@ void remove_stale_segments() {
     spdlog::warn("cannot remove stale shared memory {} of dead learner {}: {}", s.name,
                  s.fields.pid, s.error);
   }
-}
-
-int actor_count(const Config& c) {
-  if (c.actor.count > 0) return static_cast<int>(c.actor.count);
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return static_cast<int>(std::max(1L, cores - 1));  // the learner keeps one core
 }
 
 // The run's counters and recent statistics: the one source of metrics.jsonl,
@@ -147,11 +142,13 @@ class LearnerLoop {
       metrics_exporter_.emplace(static_cast<int>(c_.server.metrics_port), board_);
       spdlog::info("Prometheus metrics on http://127.0.0.1:{}/metrics", metrics_exporter_->port());
     }
-    const int actors = actor_count(c_);
+    const int actors = initial_actor_count(c_.actor);
     supervisor_.emplace(std::vector<std::string>{"actor", "--ring", ring_name_, "--slab",
                                                  slab_name_, "--config", o.run_dir + "/config.toml",
                                                  "--learner-pid", std::to_string(getpid())},
-                        actors);
+                        actors,
+                        SupervisorOptions{.limits = {c_.actor.max_crashes,
+                                                     as_duration(c_.actor.stall_timeout_s)}});
     prefetcher_.emplace(*ring_, spec_, c_, version_);
     spdlog::info(
         "training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
@@ -264,7 +261,7 @@ void LearnerLoop::handle(ControlBoard::Pending& pending) {
     switch (r.kind) {
       case ControlRequest::Kind::kScaleActors:
         reply.previous_actors = supervisor_->desired();
-        supervisor_->scale(r.actors);
+        supervisor_->scale(r.actors, r.oversubscribe || c_.actor.oversubscribe);
         reply.actors = supervisor_->desired();
         spdlog::info("actors scaled from {} to {}", reply.previous_actors, reply.actors);
         break;
@@ -282,6 +279,7 @@ void LearnerLoop::handle(ControlBoard::Pending& pending) {
   } catch (const std::exception& e) {  // a failed checkpoint write: the job goes on
     spdlog::error("control request failed: {}", e.what());
     reply.error = e.what();
+    reply.refused = dynamic_cast<const UsageError*>(&e) != nullptr;  // a scale past the cap
   }
   publish_status();  // before the reply: a caller's next GetStatus sees the change
   pending.reply(reply);
@@ -388,7 +386,7 @@ TrainResult LearnerLoop::run() {
   bool reached_target = false, finished = false;  // finished: target or step budget reached
   TrainResult result;
   while (!stop_.load() && !stop_requested_) {
-    supervisor_->poll();
+    supervisor_->poll(ring_->counters().committed);  // throws when actors keep failing
     while (auto pending = board_.next()) handle(*pending);
     if (stop_requested_) break;
     auto now = Clock::now();
@@ -461,7 +459,12 @@ TrainResult train(const TrainOptions& options, const std::atomic<bool>& stop) {
   torch::manual_seed(options.config.run.seed);
   LearnerLoop loop(options, stop);
   if (options.on_started) options.on_started();
-  return loop.run();
+  try {
+    return loop.run();
+  } catch (...) {
+    std::fputc('\n', stderr);  // ends the progress line: main's error line stands alone
+    throw;
+  }
 }
 
 }  // namespace pronghorn::learner
