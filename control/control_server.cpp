@@ -88,7 +88,9 @@ class LearnerService final : public v1::Learner::CallbackService {
                                                               request->count(), learner::kMaxActors)});
     }
     return carry_out(context,
-                     {.kind = ControlRequest::Kind::kScaleActors, .actors = request->count()},
+                     {.kind = ControlRequest::Kind::kScaleActors,
+                      .actors = request->count(),
+                      .oversubscribe = request->oversubscribe()},
                      [reply](const ControlReply& r) {
                        reply->set_previous(static_cast<uint32_t>(r.previous_actors));
                        reply->set_desired(static_cast<uint32_t>(r.actors));
@@ -154,6 +156,8 @@ class LearnerService final : public v1::Learner::CallbackService {
                     fill(r);
                     if (r.job_ending) {
                       reactor->Finish({StatusCode::UNAVAILABLE, r.error});
+                    } else if (r.refused) {
+                      reactor->Finish({StatusCode::FAILED_PRECONDITION, r.error});
                     } else if (!r.error.empty()) {
                       reactor->Finish({StatusCode::INTERNAL, r.error});
                     } else {

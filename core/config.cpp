@@ -25,6 +25,9 @@ using config_schema::Field;
 
 [[noreturn]] void fail(const std::string& message) { throw UsageError("config: " + message); }
 
+// The word an "auto or an integer" key takes for "auto" (its empty value).
+constexpr std::string_view kAuto = "auto";
+
 std::string quoted(std::string_view s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -56,6 +59,10 @@ std::string format_value(const config_schema::Target& target) {
     std::string operator()(std::string* v) const { return quoted(*v); }
     std::string operator()(std::vector<int64_t>* v) const {
       return "[" + fmt::format("{}", fmt::join(*v, ", ")) + "]";
+    }
+    std::string operator()(bool* v) const { return *v ? "true" : "false"; }
+    std::string operator()(std::optional<int64_t>* v) const {
+      return v->has_value() ? std::to_string(**v) : quoted(kAuto);
     }
   };
   return std::visit(Visitor{}, target);
@@ -99,6 +106,15 @@ void assign(const Field& field, const toml::node& node, const std::string& origi
         items.push_back(item.as_integer()->get());
       }
       *v = std::move(items);
+    }
+    void operator()(bool* v) const {
+      if (!node.is_boolean()) wrong();
+      *v = node.as_boolean()->get();
+    }
+    void operator()(std::optional<int64_t>* v) const {
+      if (node.is_integer()) *v = node.as_integer()->get();
+      else if (node.is_string() && node.as_string()->get() == kAuto) *v = std::nullopt;
+      else wrong();
     }
   };
   std::visit(Visitor{node, wrong_type}, field.target);
@@ -170,6 +186,10 @@ void apply_override(std::vector<Field>& table, const std::string& text) {
     *std::get<std::string*>(field.target) = value;
     return;
   }
+  if (auto* v = std::get_if<std::optional<int64_t>*>(&field.target); v && value == kAuto) {
+    **v = std::nullopt;  // --set actor.count=auto, unquoted
+    return;
+  }
   check_limits("v = " + value, kMaxOverrideBytes, origin);
   toml::table parsed;
   try {
@@ -190,6 +210,11 @@ void check_ranges(Config& config) {
                  : fmt::format("in [{}, {}]", format_number(f.min), format_number(f.max));
     if (auto* v = std::get_if<int64_t*>(&f.target); v && out_of_range(static_cast<double>(**v))) {
       fail(fmt::format("{} = {}: expected an integer {}", f.name(), **v, range));
+    }
+    if (auto* v = std::get_if<std::optional<int64_t>*>(&f.target);
+        v && **v && out_of_range(static_cast<double>(***v))) {
+      fail(fmt::format("{} = {}: expected {} or an integer {}", f.name(), ***v, quoted(kAuto),
+                       range));
     }
     if (auto* v = std::get_if<double*>(&f.target); v && out_of_range(**v)) {
       fail(fmt::format("{} = {}: expected a number {}", f.name(), format_number(**v), range));

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,17 @@ struct EnvConfig {
 };
 
 struct ActorConfig {
-  int64_t count = 0;           // actor processes on this node; 0 = one per spare core
+  // Actor processes on this node: empty is "auto", one per spare core; 0 is
+  // none (a learner fed only by remote actor nodes; it waits, not stalled).
+  std::optional<int64_t> count;
   int64_t unroll_length = 16;  // T: env steps per unroll
   int64_t threads = 1;         // LibTorch intra-op threads per actor
+  bool oversubscribe = false;  // allow more actors than this node's cores and memory hold
+  // The job ends (exit 1) after this many actor crashes in a row with no
+  // unroll committed in between, or when no unroll comes for this long while
+  // actors are wanted. 0 = never.
+  int64_t max_crashes = 5;
+  double stall_timeout_s = 60;
 };
 
 struct LearnerConfig {

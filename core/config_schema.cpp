@@ -12,9 +12,12 @@ std::vector<Field> fields(Config& c) {
       {"env", "num_envs", &c.env.num_envs, 1, 1 << 20, {}, "K: envs each actor steps as one batch"},
       {"env", "max_episode_steps", &c.env.max_episode_steps, 0, 1e9, {}, "time limit in steps; 0 keeps the env's own"},
 
-      {"actor", "count", &c.actor.count, 0, 1024, {}, "actor processes on this node; 0 = one per spare core"},
+      {"actor", "count", &c.actor.count, 0, 1024, {}, "actor processes on this node: \"auto\" = one per spare core; 0 = none (remote actors only)"},
       {"actor", "unroll_length", &c.actor.unroll_length, 1, 4096, {}, "T: env steps per unroll"},
       {"actor", "threads", &c.actor.threads, 1, 256, {}, "LibTorch intra-op threads per actor"},
+      {"actor", "oversubscribe", &c.actor.oversubscribe, 0, 0, {}, "allow more actors than 2 per core or than memory holds"},
+      {"actor", "max_crashes", &c.actor.max_crashes, 0, 1e6, {}, "end the job after this many actor crashes in a row with no unroll; 0 = never"},
+      {"actor", "stall_timeout_s", &c.actor.stall_timeout_s, 0, 1e9, {}, "end the job when no unroll comes for this long while actors are wanted; 0 = never"},
 
       {"learner", "batch_size", &c.learner.batch_size, 1, 4096, {}, "B: unrolls per learner step"},
       {"learner", "ring_slots", &c.learner.ring_slots, 2, 65536, {}, "unroll slots in the shared-memory ring"},
@@ -69,6 +72,8 @@ std::string_view type_name(const Target& target) {
     std::string_view operator()(double*) const { return "a number"; }
     std::string_view operator()(std::string*) const { return "a string"; }
     std::string_view operator()(std::vector<int64_t>*) const { return "a list of integers"; }
+    std::string_view operator()(bool*) const { return "true or false"; }
+    std::string_view operator()(std::optional<int64_t>*) const { return "\"auto\" or an integer"; }
   };
   return std::visit(Visitor{}, target);
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -15,8 +16,10 @@
 
 namespace pronghorn::config_schema {
 
-using Target =
-    std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*>;
+// std::optional<int64_t>: an integer, or the word "auto" (empty), which the
+// code that reads the value resolves (actor.count: one per spare core).
+using Target = std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
+                            std::optional<int64_t>*>;
 
 struct Field {
   std::string_view section;

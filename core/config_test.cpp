@@ -100,8 +100,9 @@ TEST(ConfigTest, WrongTypeNamesKeyValueAndExpectedType) {
                {"loss.discount = \"high\"", "expected a number"});
   expect_names(error_of("[model]\nhidden = [64, \"x\"]\n"),
                {"model.hidden", "expected a list of integers"});
-  expect_names(error_of("", {"actor.count=many"}),
-               {"--set actor.count=many", "actor.count = many", "expected an integer"});
+  expect_names(
+      error_of("", {"actor.count=many"}),
+      {"--set actor.count=many", "actor.count = many", "expected \"auto\" or an integer"});
 }
 
 TEST(ConfigTest, OutOfRangeNamesKeyValueAndRange) {

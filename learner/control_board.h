@@ -28,11 +28,13 @@ struct ControlRequest {
   enum class Kind { kScaleActors, kSaveCheckpoint, kStop };
   Kind kind = Kind::kSaveCheckpoint;
   int actors = 0;         // kScaleActors: the count wanted
+  bool oversubscribe = false;  // kScaleActors: past what the node's cores and memory hold
   bool graceful = false;  // kStop: checkpoint first
 };
 
 struct ControlReply {
   std::string error;                    // empty on success
+  bool refused = false;                 // not carried out, as asked (a scale past the cap)
   bool job_ending = false;              // refused because the job is stopping
   std::string checkpoint_path;          // kSaveCheckpoint, graceful kStop
   int previous_actors = 0, actors = 0;  // kScaleActors

@@ -18,6 +18,7 @@
 #include "core/fnv.h"
 #include "model/tensor_runtime.h"
 #include "envs/env.h"
+#include "learner/actor_capacity.h"
 #include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
 #include "learner/job_check.h"
@@ -57,12 +58,6 @@ void remove_stale_segments() {
   }
 }
 
-int actor_count(const Config& c) {
-  if (c.actor.count > 0) return static_cast<int>(c.actor.count);
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return static_cast<int>(std::max(1L, cores - 1));  // the learner keeps one core
-}
-
 }  // namespace
 
 // One learner and its node's actors: setup, then run() until done.
@@ -86,7 +81,8 @@ class Learner::Loop {
         flat_(trainer_.model()->parameter_count()),
         checkpoints_(o.run_dir + "/checkpoints"),
         config_digest_(fmt::format("{:016x}", fnv1a(to_toml(c_)))),
-        reporter_(o.run_dir, c_.run.name + " on " + spec_.name) {
+        reporter_(o.run_dir, c_.run.name + " on " + spec_.name),
+        initial_actors_(initial_actor_count(c_.actor)) {
     if (o.resume) resume();
     trainer_.model()->write_flat(flat_.data());
     version_ = slab_->publish(flat_.data());
@@ -132,6 +128,7 @@ class Learner::Loop {
   uint64_t version_ = 0;
   RunStats stats_;
   Reporter reporter_;
+  const int initial_actors_;  // checked against the node's capacity before the job starts
   const Clock::time_point start_ = Clock::now();
   // Destroyed in reverse: the prefetcher, then the actors.
   std::optional<Supervisor> supervisor_;
@@ -143,11 +140,13 @@ class Learner::Loop {
 };
 
 void Learner::Loop::start_actors() {
-  const int actors = actor_count(c_);
+  const int actors = initial_actors_;
   supervisor_.emplace(std::vector<std::string>{"actor", "--ring", ring_name_, "--slab", slab_name_,
                                                "--config", o_.run_dir + "/config.toml",
                                                "--learner-pid", std::to_string(getpid())},
-                      actors);
+                      actors,
+                      SupervisorOptions{.limits = {c_.actor.max_crashes,
+                                                   as_duration(c_.actor.stall_timeout_s)}});
   prefetcher_.emplace(*ring_, spec_, c_, version_);
   spdlog::info("training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
                c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
@@ -188,7 +187,7 @@ void Learner::Loop::handle(ControlBoard::Pending& pending) {
     switch (r.kind) {
       case ControlRequest::Kind::kScaleActors:
         reply.previous_actors = supervisor_->desired();
-        supervisor_->scale(r.actors);
+        supervisor_->scale(r.actors, r.oversubscribe || c_.actor.oversubscribe);
         reply.actors = supervisor_->desired();
         spdlog::info("actors scaled from {} to {}", reply.previous_actors, reply.actors);
         break;
@@ -206,6 +205,7 @@ void Learner::Loop::handle(ControlBoard::Pending& pending) {
   } catch (const std::exception& e) {  // a failed checkpoint write: the job goes on
     spdlog::error("control request failed: {}", e.what());
     reply.error = e.what();
+    reply.refused = dynamic_cast<const UsageError*>(&e) != nullptr;  // a scale past the cap
   }
   publish_status();  // before the reply: a caller's next GetStatus sees the change
   pending.reply(reply);
@@ -265,7 +265,7 @@ TrainResult Learner::Loop::run() {
   learner_steps_at_report_ = stats_.learner_steps;
   bool reached_target = false, finished = false;  // finished: target or step budget reached
   while (!stop_.load() && !stop_requested_) {
-    supervisor_->poll();
+    supervisor_->poll(ring_->counters().committed);  // throws when actors keep failing
     while (auto pending = board_.next()) handle(*pending);
     if (stop_requested_) break;
     auto now = Clock::now();
@@ -335,6 +335,13 @@ Learner::Learner(const TrainOptions& options, ControlBoard& board, const std::at
 
 Learner::~Learner() = default;
 
-TrainResult Learner::run() { return loop_->run(); }
+TrainResult Learner::run() {
+  try {
+    return loop_->run();
+  } catch (...) {
+    std::fputc('\n', stderr);  // ends the progress line: main's error line stands alone
+    throw;
+  }
+}
 
 }  // namespace pronghorn::learner

@@ -1,5 +1,6 @@
 #include "learner/supervisor.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
@@ -11,16 +12,64 @@
 #include <thread>
 
 #include "core/error.h"
+#include "learner/actor_capacity.h"
 
 extern char** environ;
 
 namespace pronghorn::learner {
+namespace {
 
-using Clock = std::chrono::steady_clock;
+// A signal an actor raises itself, from a fault or an abort in its own code
+// or its env's. Any other (SIGKILL, SIGTERM: an operator, the OOM killer, a
+// test) came from outside.
+bool self_raised(int signal) {
+  return signal == SIGSEGV || signal == SIGABRT || signal == SIGBUS || signal == SIGFPE ||
+         signal == SIGILL;
+}
 
-Supervisor::Supervisor(std::vector<std::string> base_args, int count)
-    : base_args_(std::move(base_args)), actors_(static_cast<size_t>(count)) {
-  for (size_t i = 0; i < actors_.size(); ++i) start(i);
+std::string signal_name(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
+}
+
+// How an actor ended, in words: "killed by SIGSEGV", "exited 1: env plugin …".
+struct Death {
+  std::string how;
+  bool crash = false;
+};
+
+Death death_of(int status, const std::string& last_line) {
+  // The actor's own last words: `pronghorn actor` ends on an error with one
+  // line "pronghorn: <what went wrong>" (tools/main.cpp).
+  constexpr std::string_view kPrefix = "pronghorn: ";
+  const bool said_error = last_line.starts_with(kPrefix);
+  const std::string said = said_error ? last_line.substr(kPrefix.size()) : last_line;
+  if (WIFSIGNALED(status)) {
+    const int signal = WTERMSIG(status);
+    const bool crash = self_raised(signal);
+    // Before an abort, a failed check says where (PRONGHORN_ASSERT).
+    return {
+        fmt::format("killed by {}{}", signal_name(signal), crash && said_error ? ": " + said : ""),
+        crash};
+  }
+  const int code = WEXITSTATUS(status);
+  // Exit 0 is an actor that stopped as asked (SIGTERM from outside).
+  return {fmt::format("exited {}{}", code, said.empty() ? "" : ": " + said), code != 0};
+}
+
+}  // namespace
+
+Supervisor::Supervisor(std::vector<std::string> base_args, int count, SupervisorOptions options)
+    : base_args_(std::move(base_args)),
+      options_(std::move(options)),
+      actors_(static_cast<size_t>(std::max(0, count))),
+      watchdog_(options_.limits, Clock::now()) {
+  try {
+    start_due(Clock::now());
+  } catch (...) {  // no destructor runs for a half-made object: stop what started
+    stop();
+    throw;
+  }
 }
 
 Supervisor::~Supervisor() { stop(); }
@@ -33,82 +82,134 @@ void Supervisor::start(size_t index) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  ActorOutput output;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, output.child_end(), STDERR_FILENO);
   pid_t pid = -1;
-  const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ);
+  const int err =
+      posix_spawn(&pid, options_.program.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   PRONGHORN_CHECK(err == 0, "cannot start actor ", index, ": ", std::strerror(err));
-  actors_[index].pid = pid;
-  actors_[index].started = Clock::now();
+  output.close_child_end();  // the pipe now ends when the actor does
+  Actor& a = actors_[index];
+  a.output = std::move(output);
+  a.pid = pid;
+  if (a.started_before) ++restarts_;
+  a.started_before = true;
 }
 
-void Supervisor::poll() {
+void Supervisor::start_due(Clock::time_point now) {
+  if (stopped_) return;
+  const auto until = Clock::now() + options_.start_budget;
+  bool started = false;
+  for (size_t i = 0; i < actors_.size(); ++i) {
+    if (actors_[i].pid > 0 || actors_[i].start_at > now) continue;
+    if (started && Clock::now() >= until) return;  // the rest at the next poll
+    start(i);
+    started = true;
+  }
+}
+
+void Supervisor::reaped(size_t index, int status, Clock::time_point now) {
+  Actor& a = actors_[index];
+  a.output.finish();
+  const Death death = death_of(status, a.output.last_line());
+  if (death.crash) {
+    spdlog::warn("actor {} (pid {}) {}; restarting in {} ms", index, a.pid, death.how,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(a.backoff).count());
+    a.start_at = now + a.backoff;
+    a.backoff = std::min(a.backoff * 2, kMaxBackoff);
+  } else {
+    spdlog::warn("actor {} (pid {}) {}; restarting", index, a.pid, death.how);
+    a.start_at = now;
+  }
+  a.pid = -1;
+  watchdog_.died(fmt::format("actor {} {}", index, death.how), death.crash);
+}
+
+void Supervisor::poll(uint64_t committed) {
   const auto now = Clock::now();
-  std::erase_if(retiring_, [&](const Retiring& r) {
-    if (waitpid(r.pid, nullptr, WNOHANG) == r.pid) return true;
-    if (now < r.kill_at) return false;
-    kill(r.pid, SIGKILL);
-    waitpid(r.pid, nullptr, 0);
+  if (committed != committed_) {  // the actors work: a crash from now on waits little again
+    committed_ = committed;
+    for (Actor& a : actors_) a.backoff = kFirstBackoff;
+  }
+  watchdog_.observe(committed, desired(), now);
+  std::erase_if(retiring_, [&](Retiring& r) {
+    r.output.drain();
+    if (waitpid(r.pid, nullptr, WNOHANG) != r.pid) {
+      if (now < r.kill_at) return false;
+      kill(r.pid, SIGKILL);
+      waitpid(r.pid, nullptr, 0);
+    }
+    r.output.finish();
     return true;
   });
   for (size_t i = 0; i < actors_.size(); ++i) {
     Actor& a = actors_[i];
-    if (a.pid > 0) {
-      int status = 0;
-      if (waitpid(a.pid, &status, WNOHANG) != a.pid) continue;
-      spdlog::warn("actor {} (pid {}) {} {}; restarting in {} ms", i, a.pid,
-                   WIFSIGNALED(status) ? "killed by signal" : "exited with",
-                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), a.backoff.count());
-      if (now - a.started > std::chrono::seconds(60)) a.backoff = std::chrono::milliseconds(500);
-      a.pid = -1;
-      a.restart_at = now + a.backoff;
-      a.backoff = std::min(a.backoff * 2, std::chrono::milliseconds(30'000));
-      continue;
-    }
-    if (now >= a.restart_at) {
-      start(i);
-      ++restarts_;
-    }
+    if (a.pid <= 0) continue;
+    a.output.drain();
+    int status = 0;
+    if (waitpid(a.pid, &status, WNOHANG) == a.pid) reaped(i, status, now);
   }
+  watchdog_.check(now);
+  start_due(now);
 }
 
-void Supervisor::scale(int count) {
+uint64_t Supervisor::actor_bytes() const {
+  uint64_t bytes = kActorBytesGuess;
+  for (const Actor& a : actors_) {
+    if (a.pid > 0) bytes = std::max(bytes, private_memory_bytes(a.pid));
+  }
+  return bytes;
+}
+
+void Supervisor::scale(int count, bool oversubscribe) {
   const size_t wanted = static_cast<size_t>(std::max(0, count));
+  if (wanted > actors_.size() && !oversubscribe) {
+    check_actor_room(count, actor_room(measure_machine_room(), alive(), actor_bytes()),
+                     fmt::format("--actors {}", count),
+                     "pass --oversubscribe (or set actor.oversubscribe = true) to start them "
+                     "anyway");
+  }
   while (actors_.size() > wanted) {
-    const pid_t pid = actors_.back().pid;
-    if (pid > 0) {
-      kill(pid, SIGTERM);
-      retiring_.push_back({pid, Clock::now() + std::chrono::seconds(3)});
+    Actor& a = actors_.back();
+    if (a.pid > 0) {
+      kill(a.pid, SIGTERM);
+      retiring_.push_back({a.pid, std::move(a.output), Clock::now() + std::chrono::seconds(3)});
     }
     actors_.pop_back();
   }
-  while (actors_.size() < wanted) {
-    actors_.emplace_back();
-    start(actors_.size() - 1);
-  }
+  actors_.resize(wanted);  // new ones start over the next polls, the first now
+  start_due(Clock::now());
 }
 
 void Supervisor::stop(std::chrono::milliseconds grace) {
-  std::vector<pid_t> running;
+  stopped_ = true;  // a poll() after stop() starts nothing
+  std::vector<std::pair<pid_t, ActorOutput*>> running;
   for (Actor& a : actors_) {
-    if (a.pid > 0) running.push_back(a.pid);
+    if (a.pid > 0) running.emplace_back(a.pid, &a.output);
     a.pid = -1;
-    a.restart_at = Clock::time_point::max();  // a poll() after stop() restarts nothing
   }
-  for (const Retiring& r : retiring_) running.push_back(r.pid);
-  retiring_.clear();
-  for (pid_t pid : running) kill(pid, SIGTERM);
+  for (Retiring& r : retiring_) running.emplace_back(r.pid, &r.output);
+  for (const auto& [pid, output] : running) kill(pid, SIGTERM);
   const auto deadline = Clock::now() + grace;
-  for (pid_t pid : running) {
-    for (;;) {
-      const pid_t reaped = waitpid(pid, nullptr, WNOHANG);
-      if (reaped == pid || reaped < 0) break;
-      if (Clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-        break;
+  while (!running.empty()) {
+    const bool late = Clock::now() > deadline;
+    std::erase_if(running, [&](const std::pair<pid_t, ActorOutput*>& r) {
+      r.second->drain();  // every pipe, every round: an actor blocked writing cannot exit
+      pid_t reaped = waitpid(r.first, nullptr, WNOHANG);
+      if (reaped == 0 && late) {
+        kill(r.first, SIGKILL);
+        reaped = waitpid(r.first, nullptr, 0);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+      if (reaped == 0) return false;
+      r.second->finish();
+      return true;
+    });
+    if (!running.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  retiring_.clear();
 }
 
 int Supervisor::alive() const {

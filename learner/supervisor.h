@@ -1,7 +1,24 @@
 // Starts and supervises this node's actor processes (DESIGN.md §2): each is
 // this same binary executed as `pronghorn actor …` (posix_spawn, never a
-// bare fork: LibTorch threads exist). A dead actor is restarted with
-// exponential back-off (0.5 s doubling to 30 s; reset once it has run 60 s).
+// bare fork: LibTorch threads exist), its stderr read through a pipe and
+// passed on line by line (learner/actor_output.h).
+//
+// Restarts: an actor killed from outside (SIGKILL, SIGTERM, any signal it did
+// not raise itself) is restarted at once: a kill storm is not a broken env
+// and must not cost minutes of back-off. One that crashed (a non-zero exit;
+// SIGSEGV, SIGABRT, SIGBUS, SIGFPE or SIGILL) waits 0.5 s, doubling to 8 s;
+// the waits start over as soon as an unroll is committed. ActorWatchdog ends
+// the job when crashes or a stall go on (learner/actor_watchdog.h).
+//
+// Starting is paced: posix_spawn (clone with CLONE_VFORK) returns only once
+// the child has executed, and on cores busy with actors loading LibTorch the
+// child waits its turn longer the more of them there are (measured on 2
+// cores: 0.2 ms for the first spawns, 50-100 ms at the 35th to 40th; the
+// whole loop grows with the square of the count, which is how `scale
+// --actors 500` held the loop for 164 s). So each poll() starts actors for
+// at most `start_budget` (at least one), and the learner's loop goes on
+// training and answering between them.
+//
 // scale() grows or shrinks the set while training goes on: a retired actor
 // gets SIGTERM and abandons its half-written slot (never a committed one).
 // Threads: one caller (the learner's loop).
@@ -14,20 +31,41 @@
 #include <string>
 #include <vector>
 
+#include "learner/actor_output.h"
+#include "learner/actor_watchdog.h"
+
 namespace pronghorn::learner {
+
+struct SupervisorOptions {
+  std::string program = "/proc/self/exe";  // what an actor executes (tests: /bin/sh)
+  ActorWatchdog::Limits limits;
+  // How long one poll() may spend starting actors; it starts one at least.
+  std::chrono::steady_clock::duration start_budget = std::chrono::milliseconds(20);
+};
 
 class Supervisor {
  public:
-  // `args(i)` are the arguments after the program name for actor i.
-  Supervisor(std::vector<std::string> base_args, int count);
+  using Clock = std::chrono::steady_clock;
+  static constexpr Clock::duration kFirstBackoff = std::chrono::milliseconds(500);
+  static constexpr Clock::duration kMaxBackoff = std::chrono::seconds(8);
+
+  // `base_args` are the arguments after the program name ("pronghorn");
+  // each actor gets `--actor-id i` after them. Starts the first of `count`
+  // actors at once, the rest over the next polls.
+  Supervisor(std::vector<std::string> base_args, int count, SupervisorOptions options = {});
   ~Supervisor();  // stops every actor
 
-  // Reaps dead actors and restarts those whose back-off has passed; reaps
-  // retired ones (SIGKILL past their grace).
-  void poll();
-  // Keeps `count` actors from now on: starts the missing ones, or retires the
-  // highest-numbered ones.
-  void scale(int count);
+  // Passes on the actors' output, reaps dead actors, restarts those whose
+  // wait has passed, starts wanted ones (paced), and reaps retired ones
+  // (SIGKILL past their grace). `committed` is the ring's committed-unroll
+  // counter: progress for the watchdog, which throws pronghorn::Error from
+  // here when the job must end.
+  void poll(uint64_t committed);
+  // Keeps `count` actors from now on: the missing ones start over the next
+  // polls, or the highest-numbered ones are retired. Growing past what this
+  // node holds (learner/actor_capacity.h) throws UsageError, unless
+  // `oversubscribe`.
+  void scale(int count, bool oversubscribe);
   // SIGTERM to all, then SIGKILL to any still alive after `grace`.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(3));
 
@@ -37,20 +75,30 @@ class Supervisor {
 
  private:
   struct Actor {
-    pid_t pid = -1;
-    std::chrono::steady_clock::time_point started, restart_at;
-    std::chrono::milliseconds backoff{500};
+    pid_t pid = -1;  // -1: not running; starts once start_at has passed
+    ActorOutput output;
+    bool started_before = false;  // a start after the first is a restart
+    Clock::time_point start_at{};
+    Clock::duration backoff = kFirstBackoff;
   };
   struct Retiring {
     pid_t pid;
-    std::chrono::steady_clock::time_point kill_at;  // SIGKILL if still alive then
+    ActorOutput output;
+    Clock::time_point kill_at;  // SIGKILL if still alive then
   };
   void start(size_t index);
+  void start_due(Clock::time_point now);
+  void reaped(size_t index, int status, Clock::time_point now);
+  uint64_t actor_bytes() const;
 
-  std::vector<std::string> base_args_;
+  const std::vector<std::string> base_args_;
+  const SupervisorOptions options_;
   std::vector<Actor> actors_;
   std::vector<Retiring> retiring_;
+  ActorWatchdog watchdog_;
+  uint64_t committed_ = 0;
   uint64_t restarts_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace pronghorn::learner

@@ -14,6 +14,7 @@ Command add_scale_command(CLI::App& app) {
   struct ScaleArgs {
     ControlArgs control;
     int actors = 0;
+    bool oversubscribe = false;
   };
   auto args = std::make_shared<ScaleArgs>();
   CLI::App* command =
@@ -21,8 +22,11 @@ Command add_scale_command(CLI::App& app) {
   add_control_options(command, args->control);
   command->add_option("--actors", args->actors, "actor processes wanted (0 pauses acting)")
       ->required();
+  command->add_flag("--oversubscribe", args->oversubscribe,
+                    "start them even past 2 per core or what free memory holds");
   return {command, [args] {
-            v1::ScaleActorsReply r = ControlClient(args->control).scale(args->actors);
+            v1::ScaleActorsReply r =
+                ControlClient(args->control).scale(args->actors, args->oversubscribe);
             std::cout << fmt::format("actors: {} → {}\n", r.previous(), r.desired());
           }};
 }

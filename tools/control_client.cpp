@@ -113,6 +113,7 @@ struct ControlClient::Impl {
                         "(--target, --run-dir)",
                         target, s.error_message()));
       case grpc::StatusCode::INVALID_ARGUMENT:
+      case grpc::StatusCode::FAILED_PRECONDITION:  // refused as asked (a scale past the cap)
         throw UsageError(fmt::format("{}: {}", call, s.error_message()));
       default:
         throw Error(
@@ -166,9 +167,10 @@ void ControlClient::watch(double interval_s,
   impl_->check(reader->Finish(), "watch");
 }
 
-v1::ScaleActorsReply ControlClient::scale(int count) {
+v1::ScaleActorsReply ControlClient::scale(int count, bool oversubscribe) {
   v1::ScaleActorsRequest request;
   request.set_count(count);
+  request.set_oversubscribe(oversubscribe);
   v1::ScaleActorsReply reply;
   auto c = impl_->context(true);
   impl_->check(impl_->stub->ScaleActors(c.get(), request, &reply), "scale");

@@ -35,7 +35,7 @@ class ControlClient {
   v1::Status status();
   // Calls `on_status` for each message until the job ends.
   void watch(double interval_s, const std::function<void(const v1::Status&)>& on_status);
-  v1::ScaleActorsReply scale(int count);
+  v1::ScaleActorsReply scale(int count, bool oversubscribe = false);
   std::string save_checkpoint();    // its path
   std::string stop(bool graceful);  // the checkpoint written, or ""
 

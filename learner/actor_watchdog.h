@@ -1,0 +1,58 @@
+// Ends a job whose actors cannot make progress, so it never restarts them
+// forever while reporting "running" (the job either trains or ends with one
+// clear line, exit 1):
+//   - crashes: `max_crashes` actor crashes in a row (a non-zero exit, or a
+//     signal the actor raised itself) with no unroll committed in between;
+//   - a stall: no unroll committed for `stall_timeout` while at least one
+//     actor is wanted (an env step that never returns; actors killed from
+//     outside over and over). Before the first unroll, and after actors are
+//     wanted again having been scaled to 0, the actors are still loading
+//     LibTorch: that wait gets kStartAllowance on top.
+// Deaths from outside (SIGKILL, SIGTERM) are no crash: a kill storm is not a
+// broken env. A learner with no actor wanted is waiting, not stalled.
+// Bookkeeping only, on the times the caller passes, so tests need no sleep.
+// Threads: one caller (the supervisor, on the learner's loop).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace pronghorn::learner {
+
+class ActorWatchdog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Limits {
+    int64_t max_crashes = 5;                                   // 0 = never end on crashes
+    Clock::duration stall_timeout = std::chrono::seconds(60);  // 0 = never end on a stall
+  };
+  // Time the first unroll may take beyond stall_timeout: actors load LibTorch
+  // first, slowly when many start on few cores.
+  static constexpr Clock::duration kStartAllowance = std::chrono::seconds(60);
+
+  ActorWatchdog(Limits limits, Clock::time_point now);
+
+  // Once per poll: the ring's committed-unroll counter and the actors wanted.
+  void observe(uint64_t committed, int desired, Clock::time_point now);
+  // An actor died: `what` says which and how ("actor 2 killed by SIGSEGV");
+  // `crash` when it failed by itself, false when it was killed from outside
+  // (then it is only named if a stall ends the job).
+  void died(const std::string& what, bool crash);
+  // Throws pronghorn::Error naming the reason and the last death when the
+  // job must end.
+  void check(Clock::time_point now) const;
+
+  int64_t crashes_in_a_row() const { return crashes_; }
+
+ private:
+  Limits limits_;
+  uint64_t committed_ = 0;
+  int desired_ = 0;
+  bool starting_ = true;  // no unroll since the actors were (re)wanted
+  Clock::time_point progress_at_, observed_at_;
+  int64_t crashes_ = 0;     // since the last unroll
+  std::string last_death_;  // since the last unroll
+};
+
+}  // namespace pronghorn::learner

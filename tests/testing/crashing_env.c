@@ -1,0 +1,117 @@
+/* An env plugin that misbehaves in step(), for the supervisor's tests
+ * (tests/actor_faults_test.cpp): its env.name says how. create() and reset()
+ * always work, so the learner that probes the env's spec sees a good env.
+ *
+ *   segv   the first step writes through a null pointer (SIGSEGV)
+ *   abort  the first step calls abort() (SIGABRT)
+ *   exit   the first step calls exit(3), as a plugin that gives up might
+ *   error  the first step fails with the message "reward NaN"
+ *   hang   steps normally for 3 unrolls of 16 steps, then never returns
+ *
+ * Otherwise a dull env: obs float32[4] of zeros, two actions, reward 1,
+ * episodes of 10 steps. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pronghorn_env.h"
+
+enum { OBS = 4, EPISODE = 10, HANG_AFTER = 3 * 16 };
+enum { SEGV, ABORT, EXIT, ERROR, HANG };
+
+struct pronghorn_env {
+  int32_t mode;
+  int64_t num_envs;
+  int64_t steps; /* step calls so far */
+  int64_t* t;    /* [K] steps into the episode */
+};
+
+static pronghorn_env* create(int32_t spec_index, int64_t num_envs, uint64_t seed,
+                             int64_t max_episode_steps, char* error, size_t error_size) {
+  (void)seed;
+  (void)max_episode_steps;
+  struct pronghorn_env* env = calloc(1, sizeof *env);
+  if (env != NULL) env->t = calloc((size_t)num_envs, sizeof *env->t);
+  if (env == NULL || env->t == NULL) {
+    snprintf(error, error_size, "out of memory");
+    free(env);
+    return NULL;
+  }
+  env->mode = spec_index;
+  env->num_envs = num_envs;
+  return env;
+}
+
+static int reset(pronghorn_env* env, void* obs, char* error, size_t error_size) {
+  (void)error;
+  (void)error_size;
+  memset(obs, 0, sizeof(float) * OBS * (size_t)env->num_envs);
+  memset(env->t, 0, sizeof *env->t * (size_t)env->num_envs);
+  return 0;
+}
+
+static int step(pronghorn_env* env, const void* actions, void* obs, float* rewards,
+                uint8_t* terminated, uint8_t* truncated, void* final_obs, char* error,
+                size_t error_size) {
+  (void)actions;
+  (void)final_obs;
+  env->steps += 1;
+  switch (env->mode) {
+    case SEGV: {
+      volatile int* nowhere = NULL;
+      *nowhere = 1;
+      break;
+    }
+    case ABORT:
+      abort();
+    case EXIT:
+      fprintf(stderr, "crashing_env: giving up\n");
+      exit(3);
+    case ERROR:
+      snprintf(error, error_size, "reward NaN");
+      return 1;
+    case HANG:
+      if (env->steps > HANG_AFTER) {
+        for (;;) pause(); /* SIGTERM's handler returns here: only SIGKILL ends it */
+      }
+      break;
+  }
+  memset(obs, 0, sizeof(float) * OBS * (size_t)env->num_envs);
+  for (int64_t i = 0; i < env->num_envs; ++i) {
+    rewards[i] = 1.0f;
+    env->t[i] += 1;
+    terminated[i] = env->t[i] >= EPISODE;
+    truncated[i] = 0;
+    if (terminated[i]) env->t[i] = 0;
+  }
+  return 0;
+}
+
+static void destroy(pronghorn_env* env) {
+  free(env->t);
+  free(env);
+}
+
+#define SPEC(label)                                                                         \
+  {                                                                                         \
+    .name = label, .obs_dtype = PRONGHORN_DTYPE_FLOAT32, .obs_rank = 1, .obs_shape = {OBS}, \
+    .action_kind = PRONGHORN_ACTION_DISCRETE, .action_size = 2, .max_episode_steps = 0      \
+  }
+
+/* In the order of the modes above: the spec index is the mode. */
+static const pronghorn_env_spec kSpecs[] = {SPEC("segv"), SPEC("abort"), SPEC("exit"),
+                                            SPEC("error"), SPEC("hang")};
+
+static const pronghorn_env_plugin kPlugin = {
+    .abi_version = PRONGHORN_ENV_ABI_VERSION,
+    .num_specs = 5,
+    .specs = kSpecs,
+    .create = create,
+    .reset = reset,
+    .step = step,
+    .destroy = destroy,
+};
+
+const pronghorn_env_plugin* pronghorn_env_plugin_entry(void) { return &kPlugin; }
