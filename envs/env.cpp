@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/suggest.h"
 #include "envs/cartpole.h"
+#include "envs/finite.h"
 #include "envs/pendulum.h"
 #include "envs/plugin.h"
 #include "envs/pong.h"
@@ -51,8 +52,11 @@ BatchEnv::BatchEnv(EnvSpec spec, int64_t num_envs) : spec_(std::move(spec)), num
                   ": expected at least 1");
 }
 
+std::string BatchEnv::label() const { return "env " + spec_.name; }
+
 void BatchEnv::reset(void* obs) {
   reset_unchecked(obs);
+  check_finite("reset", {obs, nullptr, nullptr, nullptr, nullptr});
   started_ = true;
 }
 
@@ -60,6 +64,35 @@ void BatchEnv::step(const void* actions, const StepOutput& out) {
   PRONGHORN_CHECK(started_, "env ", spec_.name, ": step() before reset()");
   check_actions(actions);
   step_unchecked(actions, out);
+  check_finite("step", out);
+}
+
+// The fast path is one vectorised pass over rewards and observations; only a
+// failure pays for finding the row.
+void BatchEnv::check_finite(const char* call, const StepOutput& out) const {
+  auto describe = [](float v) {
+    return std::isnan(v) ? std::string("NaN") : v > 0 ? std::string("inf") : std::string("-inf");
+  };
+  if (out.rewards != nullptr && !all_finite(out.rewards, num_envs_)) {
+    const int64_t i = first_non_finite(out.rewards, num_envs_);
+    throw Error(fmt::format("{}: {} returned reward {} for env {}", label(), call,
+                            describe(out.rewards[i]), i));
+  }
+  if (spec_.obs_dtype != Dtype::kFloat32) return;
+  const int64_t row = spec_.obs_elements();
+  auto check_rows = [&](const void* obs, const char* what, int64_t first, int64_t end) {
+    const float* x = static_cast<const float*>(obs) + first * row;
+    if (all_finite(x, (end - first) * row)) return;
+    const int64_t i = first_non_finite(x, (end - first) * row);
+    throw Error(fmt::format("{}: {} returned {} element {} = {} for env {}", label(), call, what,
+                            i % row, describe(x[i]), first + i / row));
+  };
+  check_rows(out.obs, "observation", 0, num_envs_);
+  if (out.final_obs == nullptr) return;
+  // Only the rows of ended episodes are the env's; the others are the caller's.
+  for (int64_t k = 0; k < num_envs_; ++k) {
+    if (out.terminated[k] | out.truncated[k]) check_rows(out.final_obs, "final observation", k, k + 1);
+  }
 }
 
 void BatchEnv::check_actions(const void* actions) const {

@@ -22,6 +22,7 @@
 #include "core/tensor_runtime.h"
 #include "core/token.h"
 #include "envs/env.h"
+#include "envs/plugin_probe.h"
 #include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
 #include "learner/control_board.h"
@@ -162,9 +163,7 @@ class LearnerLoop {
 
  private:
   static envs::EnvSpec probe_spec(const Config& c) {
-    EnvConfig one = c.env;
-    one.num_envs = 1;
-    return envs::make_env(one, 0)->spec();
+    return envs::probe_env_spec(c.env);  // a plugin is tried in a child process
   }
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,
                                                    const envs::EnvSpec& spec) {
