@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/suggest.h"
 #include "envs/cartpole.h"
+#include "envs/ended_rows.h"
 #include "envs/finite.h"
 #include "envs/pendulum.h"
 #include "envs/plugin.h"
@@ -67,32 +68,49 @@ void BatchEnv::step(const void* actions, const StepOutput& out) {
   check_finite("step", out);
 }
 
-// The fast path is one vectorised pass over rewards and observations; only a
-// failure pays for finding the row.
+// The fast path is one vectorised pass over rewards and observations, and
+// over the final observation of each ended episode; only a failure pays for
+// finding the row (report_non_finite).
 void BatchEnv::check_finite(const char* call, const StepOutput& out) const {
+  bool ok = out.rewards == nullptr || all_finite(out.rewards, num_envs_);
+  if (spec_.obs_dtype == Dtype::kFloat32) {
+    const int64_t row = spec_.obs_elements();
+    ok &= all_finite(static_cast<const float*>(out.obs), num_envs_ * row);
+    if (out.final_obs != nullptr) {
+      // Only the rows of ended episodes are the env's; the others are the caller's.
+      const float* final_obs = static_cast<const float*>(out.final_obs);
+      for_each_ended(out.terminated, out.truncated, num_envs_,
+                     [&](int64_t k) { ok &= all_finite(final_obs + k * row, row); });
+    }
+  }
+  if (!ok) [[unlikely]] report_non_finite(call, out);
+}
+
+void BatchEnv::report_non_finite(const char* call, const StepOutput& out) const {
   auto describe = [](float v) {
     return std::isnan(v) ? std::string("NaN") : v > 0 ? std::string("inf") : std::string("-inf");
   };
-  if (out.rewards != nullptr && !all_finite(out.rewards, num_envs_)) {
-    const int64_t i = first_non_finite(out.rewards, num_envs_);
-    throw Error(fmt::format("{}: {} returned reward {} for env {}", label(), call,
-                            describe(out.rewards[i]), i));
+  if (out.rewards != nullptr) {
+    if (const int64_t i = first_non_finite(out.rewards, num_envs_); i >= 0) {
+      throw Error(fmt::format("{}: {} returned reward {} for env {}", label(), call,
+                              describe(out.rewards[i]), i));
+    }
   }
-  if (spec_.obs_dtype != Dtype::kFloat32) return;
   const int64_t row = spec_.obs_elements();
   auto check_rows = [&](const void* obs, const char* what, int64_t first, int64_t end) {
     const float* x = static_cast<const float*>(obs) + first * row;
-    if (all_finite(x, (end - first) * row)) return;
-    const int64_t i = first_non_finite(x, (end - first) * row);
-    throw Error(fmt::format("{}: {} returned {} element {} = {} for env {}", label(), call, what,
-                            i % row, describe(x[i]), first + i / row));
+    if (const int64_t i = first_non_finite(x, (end - first) * row); i >= 0) {
+      throw Error(fmt::format("{}: {} returned {} element {} = {} for env {}", label(), call, what,
+                              i % row, describe(x[i]), first + i / row));
+    }
   };
+  PRONGHORN_ASSERT(spec_.obs_dtype == Dtype::kFloat32);
   check_rows(out.obs, "observation", 0, num_envs_);
-  if (out.final_obs == nullptr) return;
-  // Only the rows of ended episodes are the env's; the others are the caller's.
-  for (int64_t k = 0; k < num_envs_; ++k) {
-    if (out.terminated[k] | out.truncated[k]) check_rows(out.final_obs, "final observation", k, k + 1);
+  if (out.final_obs != nullptr) {
+    for_each_ended(out.terminated, out.truncated, num_envs_,
+                   [&](int64_t k) { check_rows(out.final_obs, "final observation", k, k + 1); });
   }
+  PRONGHORN_ASSERT(false, "report_non_finite found nothing to report");
 }
 
 void BatchEnv::check_actions(const void* actions) const {

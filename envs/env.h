@@ -82,6 +82,7 @@ class BatchEnv {
  private:
   void check_actions(const void* actions) const;
   void check_finite(const char* call, const StepOutput& out) const;
+  [[noreturn]] void report_non_finite(const char* call, const StepOutput& out) const;
 
   EnvSpec spec_;
   int64_t num_envs_;

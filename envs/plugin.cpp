@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "envs/ended_rows.h"
 #include "envs/guarded_buffer.h"
 
 namespace pronghorn::envs {
@@ -159,12 +160,10 @@ class PluginEnv final : public BatchEnv {
     if (!final_obs) return;
     // Only ended episodes' rows are the plugin's to write; the others stay the caller's.
     const size_t row = spec().obs_bytes();
-    for (int64_t i = 0; i < k; ++i) {
-      if (terminated()[i] | truncated()[i]) {
-        std::memcpy(static_cast<uint8_t*>(out.final_obs) + i * row,
-                    static_cast<const uint8_t*>(final_obs_.data()) + i * row, row);
-      }
-    }
+    for_each_ended(terminated(), truncated(), k, [&](int64_t i) {
+      std::memcpy(static_cast<uint8_t*>(out.final_obs) + i * row,
+                  static_cast<const uint8_t*>(final_obs_.data()) + i * row, row);
+    });
   }
 
   // A write past a buffer's end may have corrupted the plugin's own state, so
@@ -184,8 +183,11 @@ class PluginEnv final : public BatchEnv {
   // One pass that vectorises; the slow path only finds the row.
   void check_flags() const {
     const int64_t k = num_envs();
+    const uint8_t* t = terminated();
+    const uint8_t* u = truncated();
     uint8_t above = 0;
-    for (int64_t i = 0; i < k; ++i) above |= (terminated()[i] | truncated()[i]) & 0xfe;
+#pragma omp simd reduction(| : above)
+    for (int64_t i = 0; i < k; ++i) above |= static_cast<uint8_t>((t[i] | u[i]) & 0xfe);
     if (above == 0) return;
     for (int64_t i = 0; i < k; ++i) {
       for (const auto& [name, flags] : {std::pair{"terminated", terminated()},

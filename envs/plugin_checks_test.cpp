@@ -8,9 +8,11 @@
 
 #include "core/error.h"
 #include "core/testing/error_of.h"
+#include "envs/ended_rows.h"
 #include "envs/finite.h"
 #include "envs/plugin.h"
 #include "envs/probe_report.h"
+#include "envs/rng.h"
 #include "envs/testing/buffers.h"
 
 namespace pronghorn::envs {
@@ -143,6 +145,23 @@ TEST(FiniteCheckTest, FindsEveryKindOfNonFiniteAtEveryPosition) {
         EXPECT_EQ(first_non_finite(x.data(), n), at);
         x[at] = keep;
       }
+    }
+  }
+}
+
+TEST(EndedRowsTest, FindsExactlyTheEndedEnvsInOrder) {
+  Rng rng(3, 0);
+  for (int64_t k : {1, 7, 8, 9, 64, 1001}) {
+    for (uint32_t percent : {0u, 3u, 50u, 100u}) {
+      std::vector<uint8_t> terminated(k), truncated(k);
+      std::vector<int64_t> expected, found;
+      for (int64_t i = 0; i < k; ++i) {
+        terminated[i] = rng.below(100) < percent;
+        truncated[i] = rng.below(100) < percent;
+        if (terminated[i] || truncated[i]) expected.push_back(i);
+      }
+      for_each_ended(terminated.data(), truncated.data(), k, [&](int64_t i) { found.push_back(i); });
+      EXPECT_EQ(found, expected) << "k " << k << ", " << percent << "% ended";
     }
   }
 }
