@@ -83,7 +83,9 @@ void BatchEnv::check_finite(const char* call, const StepOutput& out) const {
                      [&](int64_t k) { ok &= all_finite(final_obs + k * row, row); });
     }
   }
-  if (!ok) [[unlikely]] report_non_finite(call, out);
+  if (!ok) [[unlikely]] {
+    report_non_finite(call, out);
+  }
 }
 
 void BatchEnv::report_non_finite(const char* call, const StepOutput& out) const {

@@ -119,10 +119,16 @@ class PluginEnv final : public BatchEnv {
  public:
   PluginEnv(EnvSpec spec, int64_t num_envs, std::shared_ptr<PluginLibrary> library,
             const pronghorn_env_plugin* table, pronghorn_env* env)
-      : BatchEnv(std::move(spec), num_envs), library_(std::move(library)), table_(table),
-        env_(env), obs_(this->spec().obs_bytes() * num_envs),
-        final_obs_(this->spec().obs_bytes() * num_envs), rewards_(sizeof(float) * num_envs),
-        terminated_(num_envs), truncated_(num_envs), error_(kErrorSize) {}
+      : BatchEnv(std::move(spec), num_envs),
+        library_(std::move(library)),
+        table_(table),
+        env_(env),
+        obs_(this->spec().obs_bytes() * num_envs),
+        final_obs_(this->spec().obs_bytes() * num_envs),
+        rewards_(sizeof(float) * num_envs),
+        terminated_(num_envs),
+        truncated_(num_envs),
+        error_(kErrorSize) {}
   ~PluginEnv() override { table_->destroy(env_); }
 
   std::string label() const override {
@@ -141,9 +147,9 @@ class PluginEnv final : public BatchEnv {
   void step_unchecked(const void* actions, const StepOutput& out) override {
     const bool final_obs = out.final_obs != nullptr;
     error()[0] = '\0';
-    const int status = table_->step(env_, actions, obs_.data(), rewards(), terminated(),
-                                    truncated(), final_obs ? final_obs_.data() : nullptr, error(),
-                                    kErrorSize);
+    const int status =
+        table_->step(env_, actions, obs_.data(), rewards(), terminated(), truncated(),
+                     final_obs ? final_obs_.data() : nullptr, error(), kErrorSize);
     check_guards("step", {{&obs_, "observation"},
                           {&rewards_, "rewards"},
                           {&terminated_, "terminated"},
@@ -190,11 +196,11 @@ class PluginEnv final : public BatchEnv {
     for (int64_t i = 0; i < k; ++i) above |= static_cast<uint8_t>((t[i] | u[i]) & 0xfe);
     if (above == 0) return;
     for (int64_t i = 0; i < k; ++i) {
-      for (const auto& [name, flags] : {std::pair{"terminated", terminated()},
-                                        std::pair{"truncated", truncated()}}) {
+      for (const auto& [name, flags] :
+           {std::pair{"terminated", terminated()}, std::pair{"truncated", truncated()}}) {
         if (flags[i] > 1) {
-          throw Error(fmt::format("{}: step returned {} = {} for env {}: expected 0 or 1",
-                                  label(), name, flags[i], i));
+          throw Error(fmt::format("{}: step returned {} = {} for env {}: expected 0 or 1", label(),
+                                  name, flags[i], i));
         }
       }
     }

@@ -20,8 +20,9 @@ namespace {
 
 using pronghorn::testing::error_of;
 
-#define EXPECT_CONTAINS(message, part) \
-  EXPECT_NE((message).find(part), std::string::npos) << "\"" << (message) << "\" lacks \"" << (part) << "\""
+#define EXPECT_CONTAINS(message, part)               \
+  EXPECT_NE((message).find(part), std::string::npos) \
+      << "\"" << (message) << "\" lacks \"" << (part) << "\""
 
 // K envs of a bad plugin, reset, and one step of action 0 into `buf`.
 std::string step_error(const char* plugin, int64_t k, Buffers& buf) {
@@ -71,9 +72,9 @@ TEST(PluginChecksTest, NumSpecsLargerThanTheSpecsArrayIsRefusedWithoutReadingThr
 
 TEST(PluginChecksTest, NanRewardIsNamedWithThePluginAndTheEnvRow) {
   Buffers buf(broken_spec(), 4);
-  EXPECT_EQ(step_error(PLUGIN_NAN_REWARD, 4, buf),
-            std::string("env broken (plugin ") + PLUGIN_NAN_REWARD +
-                "): step returned reward NaN for env 3");
+  EXPECT_EQ(step_error(PLUGIN_NAN_REWARD, 4, buf), std::string("env broken (plugin ") +
+                                                       PLUGIN_NAN_REWARD +
+                                                       "): step returned reward NaN for env 3");
 }
 
 TEST(PluginChecksTest, InfObservationIsNamedWithTheElementAndTheEnvRow) {
@@ -160,7 +161,8 @@ TEST(EndedRowsTest, FindsExactlyTheEndedEnvsInOrder) {
         truncated[i] = rng.below(100) < percent;
         if (terminated[i] || truncated[i]) expected.push_back(i);
       }
-      for_each_ended(terminated.data(), truncated.data(), k, [&](int64_t i) { found.push_back(i); });
+      for_each_ended(terminated.data(), truncated.data(), k,
+                     [&](int64_t i) { found.push_back(i); });
       EXPECT_EQ(found, expected) << "k " << k << ", " << percent << "% ended";
     }
   }

@@ -108,8 +108,7 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
   for (std::string& a : all_args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  const int err =
-      posix_spawn(&pid, binary.c_str(), &actions, &attributes, argv.data(), environ);
+  const int err = posix_spawn(&pid, binary.c_str(), &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   PRONGHORN_CHECK(err == 0, "env probe: cannot start ", binary, ": ", strerror(err));
@@ -121,8 +120,8 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
   // The pipes closed; the child may still be running (a hang at exit, or a
   // plugin that closed them itself): reap it, by the same deadline.
   while (in_time && waitpid(pid, &r.status, WNOHANG) == 0) {
-    if (Clock::now() >= deadline) in_time = false;
-    else std::this_thread::sleep_for(milliseconds(5));
+    in_time = Clock::now() < deadline;
+    if (in_time) std::this_thread::sleep_for(milliseconds(5));
   }
   if (!in_time) {
     kill(pid, SIGKILL);
@@ -168,8 +167,7 @@ std::vector<EnvSpec> run_probe(const ProbeRequest& request, const ProbeCommand& 
     throw Error(fmt::format(
         "{}: did not return within {:.3g} s {}, so it was killed (a hang? "
         "PRONGHORN_ENV_PROBE_TIMEOUT_S sets how long a plugin may take){}",
-        plugin, command.deadline.count() / 1000.0, where(report),
-        summarize_output(r.output)));
+        plugin, command.deadline.count() / 1000.0, where(report), summarize_output(r.output)));
   }
   if (report.error) {
     if (report.usage_error) throw UsageError(*report.error);

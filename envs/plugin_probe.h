@@ -27,10 +27,10 @@ namespace pronghorn::envs {
 
 // What the child is asked to do, and its command-line form.
 struct ProbeRequest {
-  std::string plugin;           // path of the library
-  std::string env_name;         // the env to try (a one-env plugin's whatever the name)
+  std::string plugin;    // path of the library
+  std::string env_name;  // the env to try (a one-env plugin's whatever the name)
   int64_t max_episode_steps = 0;
-  bool list = false;            // only load the library and report every spec
+  bool list = false;  // only load the library and report every spec
 
   // "--plugin P --max-episode-steps M [--env N] [--list]"
   std::vector<std::string> args() const;

@@ -19,8 +19,9 @@ namespace {
 using namespace std::chrono_literals;
 using pronghorn::testing::error_of;
 
-#define EXPECT_CONTAINS(message, part) \
-  EXPECT_NE((message).find(part), std::string::npos) << "\"" << (message) << "\" lacks \"" << (part) << "\""
+#define EXPECT_CONTAINS(message, part)               \
+  EXPECT_NE((message).find(part), std::string::npos) \
+      << "\"" << (message) << "\" lacks \"" << (part) << "\""
 
 ProbeCommand child(std::chrono::milliseconds deadline = 30s) { return {PROBE_CHILD, {}, deadline}; }
 
@@ -65,8 +66,7 @@ TEST(PluginProbeTest, BuiltinEnvNeedsNoChild) {
 }
 
 TEST(PluginProbeTest, CrashInCreateIsAnErrorNamingThePluginTheSignalAndTheCall) {
-  const std::string message =
-      error_of([] { probe_env_spec(plugin(PLUGIN_SEGV_CREATE), child()); });
+  const std::string message = error_of([] { probe_env_spec(plugin(PLUGIN_SEGV_CREATE), child()); });
   EXPECT_CONTAINS(message, std::string("env plugin ") + PLUGIN_SEGV_CREATE + ": ");
   // "killed by SIGSEGV (Segmentation fault)"; under a sanitizer, its report's "SEGV".
   EXPECT_CONTAINS(message, "SEGV");
@@ -107,8 +107,9 @@ TEST(PluginProbeTest, ThePluginsOwnErrorsAndBadFirstStepsKeepTheirMessages) {
   EXPECT_CONTAINS(error_of([] { probe_env_spec(plugin("/nonexistent/libenv.so"), child()); }),
                   "env plugin /nonexistent/libenv.so: no such file");
   // A usage error in the child is one here too (exit 2, not 1).
-  EXPECT_CONTAINS(error_of<UsageError>([] { probe_env_spec(plugin(BUILTIN_PLUGIN, "chess"), child()); }),
-                  "offers cartpole, pong, pendulum");
+  EXPECT_CONTAINS(
+      error_of<UsageError>([] { probe_env_spec(plugin(BUILTIN_PLUGIN, "chess"), child()); }),
+      "offers cartpole, pong, pendulum");
 }
 
 }  // namespace

@@ -25,11 +25,11 @@ std::string encode_spec(const EnvSpec& spec);
 EnvSpec decode_spec(std::string_view line);
 
 struct ProbeReport {
-  std::string stage;                  // the last stage begun; "" before any
-  std::string env;                    // the env tried; "" when none
+  std::string stage;  // the last stage begun; "" before any
+  std::string env;    // the env tried; "" when none
   std::vector<EnvSpec> specs;
-  std::optional<std::string> error;   // the child's error message
-  bool usage_error = false;           // it was a UsageError
+  std::optional<std::string> error;  // the child's error message
+  bool usage_error = false;          // it was a UsageError
 };
 ProbeReport parse_probe_report(std::string_view text);
 

@@ -52,8 +52,8 @@ TEST_P(PluginFaultTest, JobEndsWithExitOneAndOneLineNamingThePlugin) {
   // timeout(1) is the test's deadline: a job that hangs is killed, exit 124.
   // A plugin gets 2 s to create, reset and step one env.
   const auto start = std::chrono::steady_clock::now();
-  const auto [code, output] = shell("PRONGHORN_ENV_PROBE_TIMEOUT_S=2 timeout -k 5 25 " +
-                                    job.command(fault.plugin));
+  const auto [code, output] =
+      shell("PRONGHORN_ENV_PROBE_TIMEOUT_S=2 timeout -k 5 25 " + job.command(fault.plugin));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   EXPECT_EQ(code, 1) << output;
   // One line: "pronghorn: env plugin PATH: …" or "pronghorn: env broken (plugin PATH): …".
@@ -87,7 +87,8 @@ TEST_P(ActorNonFiniteTest, ActorExitsWithOneAndNamesTheEnvRow) {
   const Fault& fault = GetParam();
   Job job;
   const std::string err = ::testing::TempDir() + "/" + job.name + ".err";
-  pid_t pid = spawn("/bin/sh", {"-c", "exec " + job.command(fault.plugin) + " >/dev/null 2>" + err});
+  pid_t pid =
+      spawn("/bin/sh", {"-c", "exec " + job.command(fault.plugin) + " >/dev/null 2>" + err});
   StopOnExit guard{pid};
   const std::string message = "pronghorn: env broken (plugin " + std::string(fault.plugin) +
                               "): step returned " + fault.message;

@@ -105,10 +105,10 @@ static void destroy(pronghorn_env* env) {
   free(env);
 }
 
-#define SPEC                                                                            \
-  {                                                                                     \
-    .name = "broken", .obs_dtype = PRONGHORN_DTYPE_FLOAT32, .obs_rank = RANK,           \
-    .obs_shape = {OBS}, .action_kind = PRONGHORN_ACTION_DISCRETE, .action_size = 2,     \
+#define SPEC                                                                                      \
+  {                                                                                               \
+    .name = "broken", .obs_dtype = PRONGHORN_DTYPE_FLOAT32, .obs_rank = RANK, .obs_shape = {OBS}, \
+    .action_kind = PRONGHORN_ACTION_DISCRETE, .action_size = 2,                                   \
   }
 #ifdef BAD_SPEC
 #define RANK 0

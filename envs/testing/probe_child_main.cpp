@@ -12,11 +12,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--list") request.list = true;
-    else if (arg == "--plugin" && has_value) request.plugin = argv[++i];
-    else if (arg == "--env" && has_value) request.env_name = argv[++i];
-    else if (arg == "--max-episode-steps" && has_value) request.max_episode_steps = std::stoll(argv[++i]);
-    else return 2;
+    if (arg == "--list")
+      request.list = true;
+    else if (arg == "--plugin" && has_value)
+      request.plugin = argv[++i];
+    else if (arg == "--env" && has_value)
+      request.env_name = argv[++i];
+    else if (arg == "--max-episode-steps" && has_value)
+      request.max_episode_steps = std::stoll(argv[++i]);
+    else
+      return 2;
   }
   try {
     pronghorn::envs::serve_probe(request, pronghorn::envs::kProbeReportFd);
