@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "core/suggest.h"
 #include "envs/cartpole.h"
+#include "envs/ended_rows.h"
+#include "envs/finite.h"
 #include "envs/pendulum.h"
 #include "envs/plugin.h"
 #include "envs/pong.h"
@@ -20,8 +22,11 @@ BatchEnv::BatchEnv(EnvSpec spec, int64_t num_envs) : spec_(std::move(spec)), num
                   ": expected at least 1");
 }
 
+std::string BatchEnv::label() const { return "env " + spec_.name; }
+
 void BatchEnv::reset(void* obs) {
   reset_unchecked(obs);
+  check_finite("reset", {obs, nullptr, nullptr, nullptr, nullptr});
   started_ = true;
 }
 
@@ -29,6 +34,54 @@ void BatchEnv::step(const void* actions, const StepOutput& out) {
   PRONGHORN_CHECK(started_, "env ", spec_.name, ": step() before reset()");
   check_actions(actions);
   step_unchecked(actions, out);
+  check_finite("step", out);
+}
+
+// The fast path is one vectorised pass over rewards and observations, and
+// over the final observation of each ended episode; only a failure pays for
+// finding the row (report_non_finite).
+void BatchEnv::check_finite(const char* call, const StepOutput& out) const {
+  bool ok = out.rewards == nullptr || all_finite(out.rewards, num_envs_);
+  if (spec_.obs_dtype == Dtype::kFloat32) {
+    const int64_t row = spec_.obs_elements();
+    ok &= all_finite(static_cast<const float*>(out.obs), num_envs_ * row);
+    if (out.final_obs != nullptr) {
+      // Only the rows of ended episodes are the env's; the others are the caller's.
+      const float* final_obs = static_cast<const float*>(out.final_obs);
+      for_each_ended(out.terminated, out.truncated, num_envs_,
+                     [&](int64_t k) { ok &= all_finite(final_obs + k * row, row); });
+    }
+  }
+  if (!ok) [[unlikely]] {
+    report_non_finite(call, out);
+  }
+}
+
+void BatchEnv::report_non_finite(const char* call, const StepOutput& out) const {
+  auto describe = [](float v) {
+    return std::isnan(v) ? std::string("NaN") : v > 0 ? std::string("inf") : std::string("-inf");
+  };
+  if (out.rewards != nullptr) {
+    if (const int64_t i = first_non_finite(out.rewards, num_envs_); i >= 0) {
+      throw Error(fmt::format("{}: {} returned reward {} for env {}", label(), call,
+                              describe(out.rewards[i]), i));
+    }
+  }
+  const int64_t row = spec_.obs_elements();
+  auto check_rows = [&](const void* obs, const char* what, int64_t first, int64_t end) {
+    const float* x = static_cast<const float*>(obs) + first * row;
+    if (const int64_t i = first_non_finite(x, (end - first) * row); i >= 0) {
+      throw Error(fmt::format("{}: {} returned {} element {} = {} for env {}", label(), call, what,
+                              i % row, describe(x[i]), first + i / row));
+    }
+  };
+  PRONGHORN_ASSERT(spec_.obs_dtype == Dtype::kFloat32);
+  check_rows(out.obs, "observation", 0, num_envs_);
+  if (out.final_obs != nullptr) {
+    for_each_ended(out.terminated, out.truncated, num_envs_,
+                   [&](int64_t k) { check_rows(out.final_obs, "final observation", k, k + 1); });
+  }
+  PRONGHORN_ASSERT(false, "report_non_finite found nothing to report");
 }
 
 void BatchEnv::check_actions(const void* actions) const {

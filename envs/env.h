@@ -47,13 +47,20 @@ class BatchEnv {
   const EnvSpec& spec() const { return spec_; }
   int64_t num_envs() const { return num_envs_; }
 
-  // Starts a new episode in every env and writes obs [K, obs...].
+  // Starts a new episode in every env and writes obs [K, obs...] (checked
+  // finite, as step's).
   void reset(void* obs);
 
   // actions: int32 [K] (discrete) or float32 [K, dims] (continuous). An action
   // out of range, or not finite, throws Error naming the env, row and value;
-  // so does a step before the first reset.
+  // so does a step before the first reset. So does a NaN or inf the env
+  // wrote (reward, float32 observation, or final observation of an ended
+  // episode), after the step and before the caller uses it: bad data stops
+  // where it enters, whichever env made it.
   void step(const void* actions, const StepOutput& out);
+
+  // How errors name this env: "env cartpole", "env corridor (plugin PATH)".
+  virtual std::string label() const;
 
  protected:
   BatchEnv(EnvSpec spec, int64_t num_envs);
@@ -62,6 +69,8 @@ class BatchEnv {
 
  private:
   void check_actions(const void* actions) const;
+  void check_finite(const char* call, const StepOutput& out) const;
+  [[noreturn]] void report_non_finite(const char* call, const StepOutput& out) const;
 
   EnvSpec spec_;
   int64_t num_envs_;

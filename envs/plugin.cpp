@@ -5,10 +5,15 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
+#include "envs/ended_rows.h"
+#include "envs/guarded_buffer.h"
 
 namespace pronghorn::envs {
 namespace {
@@ -20,13 +25,30 @@ constexpr int64_t kMaxObsElements = int64_t{1} << 26;
   throw Error(fmt::format("env plugin {}: {}", path, what));
 }
 
-// A spec from the plugin at `path`, checked field by field.
-EnvSpec import_spec(const pronghorn_env_spec& raw, int index, const std::string& path) {
-  auto fail = [&](const std::string& what) { fail_plugin(path, what); };
+// The name at `name`, or "" when it is not 1 to PRONGHORN_ENV_MAX_NAME
+// printable ASCII characters (garbage past the end of a specs array rarely is).
+std::string import_name(const char* name) {
+  if (name == nullptr) return "";
+  const size_t length = strnlen(name, PRONGHORN_ENV_MAX_NAME + 1);
+  if (length > PRONGHORN_ENV_MAX_NAME) return "";
+  for (size_t i = 0; i < length; ++i) {
+    if (name[i] < 0x20 || name[i] > 0x7e) return "";
+  }
+  return std::string(name, length);
+}
+
+// A spec from the plugin at `path`, checked field by field: the numbers
+// first and the pointers last, so that a spec of garbage (num_specs larger
+// than the array) is refused before anything is read through it.
+EnvSpec import_spec(const pronghorn_env_spec& raw, int index, int num_specs,
+                    const std::string& path) {
   EnvSpec spec;
-  if (raw.name == nullptr || raw.name[0] == '\0') fail(fmt::format("spec {} has no name", index));
-  spec.name = raw.name;
-  auto bad = [&](const std::string& what) { fail(fmt::format("env \"{}\": {}", spec.name, what)); };
+  auto bad = [&](const std::string& what) {
+    const std::string hint =
+        index > 0 ? fmt::format(" (does the specs array hold num_specs = {} entries?)", num_specs)
+                  : "";
+    fail_plugin(path, fmt::format("spec {}: {}{}", index, what, hint));
+  };
 
   if (raw.obs_dtype != PRONGHORN_DTYPE_FLOAT32 && raw.obs_dtype != PRONGHORN_DTYPE_UINT8) {
     bad(fmt::format("obs_dtype = {}: expected PRONGHORN_DTYPE_FLOAT32 or _UINT8", raw.obs_dtype));
@@ -60,6 +82,15 @@ EnvSpec import_spec(const pronghorn_env_spec& raw, int index, const std::string&
       bad(fmt::format("action_size = {}: expected 1 to {} continuous dims", raw.action_size,
                       PRONGHORN_ENV_MAX_ACTION_DIMS));
     }
+  } else {
+    bad(fmt::format("action_kind = {}: expected PRONGHORN_ACTION_DISCRETE or _CONTINUOUS",
+                    raw.action_kind));
+  }
+  if (raw.max_episode_steps < 0) {
+    bad(fmt::format("max_episode_steps = {}: expected 0 (none) or more", raw.max_episode_steps));
+  }
+  spec.max_episode_steps = raw.max_episode_steps;
+  if (spec.action_kind == ActionKind::kContinuous) {
     if (raw.action_low == nullptr || raw.action_high == nullptr) {
       bad("continuous actions need action_low and action_high");
     }
@@ -72,48 +103,128 @@ EnvSpec import_spec(const pronghorn_env_spec& raw, int index, const std::string&
       spec.action_low.push_back(low);
       spec.action_high.push_back(high);
     }
-  } else {
-    bad(fmt::format("action_kind = {}: expected PRONGHORN_ACTION_DISCRETE or _CONTINUOUS",
-                    raw.action_kind));
   }
-  if (raw.max_episode_steps < 0) {
-    bad(fmt::format("max_episode_steps = {}: expected 0 (none) or more", raw.max_episode_steps));
+  spec.name = import_name(raw.name);
+  if (spec.name.empty()) {
+    bad(fmt::format("name: expected 1 to {} printable ASCII characters", PRONGHORN_ENV_MAX_NAME));
   }
-  spec.max_episode_steps = raw.max_episode_steps;
   return spec;
 }
 
-// K envs of one plugin spec; every call goes through the plugin's table.
+// K envs of one plugin spec; every call goes through the plugin's table. The
+// plugin writes into guarded buffers of this object's own (envs/guarded_buffer.h),
+// and what it wrote is checked (guards, flags) before it is copied out to
+// the caller: a faulty plugin is an Error, never bad bytes in a ring slot.
 class PluginEnv final : public BatchEnv {
  public:
   PluginEnv(EnvSpec spec, int64_t num_envs, std::shared_ptr<PluginLibrary> library,
             const pronghorn_env_plugin* table, pronghorn_env* env)
-      : BatchEnv(std::move(spec), num_envs), library_(std::move(library)), table_(table),
-        env_(env) {}
+      : BatchEnv(std::move(spec), num_envs),
+        library_(std::move(library)),
+        table_(table),
+        env_(env),
+        obs_(this->spec().obs_bytes() * num_envs),
+        final_obs_(this->spec().obs_bytes() * num_envs),
+        rewards_(sizeof(float) * num_envs),
+        terminated_(num_envs),
+        truncated_(num_envs),
+        error_(kErrorSize) {}
   ~PluginEnv() override { table_->destroy(env_); }
+
+  std::string label() const override {
+    return fmt::format("env {} (plugin {})", spec().name, library_->path());
+  }
 
  private:
   void reset_unchecked(void* obs) override {
-    if (table_->reset(env_, obs, error_.data(), error_.size()) != 0) fail("reset");
+    error()[0] = '\0';
+    const int status = table_->reset(env_, obs_.data(), error(), kErrorSize);
+    check_guards("reset", {{&obs_, "observation"}, {&error_, "error"}});
+    if (status != 0) fail("reset");
+    std::memcpy(obs, obs_.data(), obs_.size());
   }
 
   void step_unchecked(const void* actions, const StepOutput& out) override {
-    if (table_->step(env_, actions, out.obs, out.rewards, out.terminated, out.truncated,
-                     out.final_obs, error_.data(), error_.size()) != 0) {
-      fail("step");
+    const bool final_obs = out.final_obs != nullptr;
+    error()[0] = '\0';
+    const int status =
+        table_->step(env_, actions, obs_.data(), rewards(), terminated(), truncated(),
+                     final_obs ? final_obs_.data() : nullptr, error(), kErrorSize);
+    check_guards("step", {{&obs_, "observation"},
+                          {&rewards_, "rewards"},
+                          {&terminated_, "terminated"},
+                          {&truncated_, "truncated"},
+                          {&final_obs_, "final observation"},
+                          {&error_, "error"}});
+    if (status != 0) fail("step");
+    check_flags();
+    const int64_t k = num_envs();
+    std::memcpy(out.obs, obs_.data(), obs_.size());
+    std::memcpy(out.rewards, rewards(), rewards_.size());
+    std::memcpy(out.terminated, terminated(), k);
+    std::memcpy(out.truncated, truncated(), k);
+    if (!final_obs) return;
+    // Only ended episodes' rows are the plugin's to write; the others stay the caller's.
+    const size_t row = spec().obs_bytes();
+    for_each_ended(terminated(), truncated(), k, [&](int64_t i) {
+      std::memcpy(static_cast<uint8_t*>(out.final_obs) + i * row,
+                  static_cast<const uint8_t*>(final_obs_.data()) + i * row, row);
+    });
+  }
+
+  // A write past a buffer's end may have corrupted the plugin's own state, so
+  // this is checked before anything the call returned is believed.
+  void check_guards(const char* call,
+                    std::initializer_list<std::pair<const GuardedBuffer*, const char*>> buffers) {
+    for (const auto& [buffer, name] : buffers) {
+      if (buffer->front_intact() && buffer->back_intact()) continue;
+      throw Error(fmt::format(
+          "{}: {} wrote {} its {} buffer ({} bytes for {} envs); see the buffer contract in "
+          "pronghorn_env.h",
+          label(), call, buffer->back_intact() ? "before the start of" : "past the end of", name,
+          buffer->size(), num_envs()));
+    }
+  }
+
+  // One pass that vectorises; the slow path only finds the row.
+  void check_flags() const {
+    const int64_t k = num_envs();
+    const uint8_t* t = terminated();
+    const uint8_t* u = truncated();
+    uint8_t above = 0;
+#pragma omp simd reduction(| : above)
+    for (int64_t i = 0; i < k; ++i) above |= static_cast<uint8_t>((t[i] | u[i]) & 0xfe);
+    if (above == 0) return;
+    for (int64_t i = 0; i < k; ++i) {
+      for (const auto& [name, flags] :
+           {std::pair{"terminated", terminated()}, std::pair{"truncated", truncated()}}) {
+        if (flags[i] > 1) {
+          throw Error(fmt::format("{}: step returned {} = {} for env {}: expected 0 or 1", label(),
+                                  name, flags[i], i));
+        }
+      }
     }
   }
 
   [[noreturn]] void fail(const char* call) {
-    error_.back() = '\0';
+    char* message = error();
+    message[kErrorSize - 1] = '\0';
     throw Error(fmt::format("env plugin {} (env \"{}\"): {} failed: {}", library_->path(),
-                            spec().name, call, error_[0] ? error_.data() : "no message"));
+                            spec().name, call, message[0] ? message : "no message"));
   }
+
+  float* rewards() { return static_cast<float*>(rewards_.data()); }
+  uint8_t* terminated() { return static_cast<uint8_t*>(terminated_.data()); }
+  const uint8_t* terminated() const { return static_cast<const uint8_t*>(terminated_.data()); }
+  uint8_t* truncated() { return static_cast<uint8_t*>(truncated_.data()); }
+  const uint8_t* truncated() const { return static_cast<const uint8_t*>(truncated_.data()); }
+  char* error() { return static_cast<char*>(error_.data()); }
 
   std::shared_ptr<PluginLibrary> library_;
   const pronghorn_env_plugin* table_;
   pronghorn_env* env_;
-  std::array<char, kErrorSize> error_{};
+  // What the plugin writes into, each [K, ...] as the caller's, plus guards.
+  GuardedBuffer obs_, final_obs_, rewards_, terminated_, truncated_, error_;
 };
 
 }  // namespace
@@ -146,12 +257,14 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   for (const auto& [name, present] : functions) {
     if (!present) fail(fmt::format("missing function {} in its table", name));
   }
-  if (table->num_specs < 1 || table->num_specs > 1024 || table->specs == nullptr) {
-    fail(fmt::format("num_specs = {}: expected 1 to 1024 specs", table->num_specs));
+  if (table->num_specs < 1 || table->num_specs > PRONGHORN_ENV_MAX_SPECS ||
+      table->specs == nullptr) {
+    fail(fmt::format("num_specs = {}: expected 1 to {} specs", table->num_specs,
+                     PRONGHORN_ENV_MAX_SPECS));
   }
   std::set<std::string> names;
   for (int i = 0; i < table->num_specs; ++i) {
-    library->specs_.push_back(import_spec(table->specs[i], i, path));
+    library->specs_.push_back(import_spec(table->specs[i], i, table->num_specs, path));
     if (!names.insert(library->specs_.back().name).second) {
       fail(fmt::format("two envs are called \"{}\"", library->specs_.back().name));
     }

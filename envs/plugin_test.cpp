@@ -109,7 +109,7 @@ TEST(PluginTest, WrongAbiVersion) {
 TEST(PluginTest, InconsistentSpec) {
   std::string message = error_of([] { PluginLibrary::open(PLUGIN_BAD_SPEC); });
   expect_contains(message, PLUGIN_BAD_SPEC);
-  expect_contains(message, "env \"broken\": obs_rank = 0: expected 1 to 4");
+  expect_contains(message, "spec 0: obs_rank = 0: expected 1 to 4");
 }
 
 TEST(PluginTest, MissingFunction) {

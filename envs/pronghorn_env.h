@@ -28,6 +28,27 @@
  *
  * Errors: create returns NULL, and reset/step return non-zero, after writing
  * a NUL-terminated message into `error` (at most error_size bytes).
+ *
+ * What Pronghorn checks, so that a faulty plugin ends the job with one error
+ * naming the library instead of corrupting training data:
+ *   - The table: num_specs is 1 to PRONGHORN_ENV_MAX_SPECS and `specs` holds
+ *     that many entries; every spec's fields are checked (a num_specs larger
+ *     than the array shows up as a spec of garbage), and a name is 1 to
+ *     PRONGHORN_ENV_MAX_NAME printable ASCII characters.
+ *   - Buffers: reset and step write only inside the buffers above, at their
+ *     sizes for the K of create, and `error` within error_size bytes. The
+ *     buffers a plugin is given are Pronghorn's own, with guard bytes on both
+ *     sides, checked after every call; the results are copied to the caller
+ *     only after they pass. A write past either end is an error naming the
+ *     buffer. (A write far beyond a guard is not caught; it is still a bug.)
+ *   - terminated and truncated are each 0 or 1, for every env.
+ *   - rewards and float32 observations (final_obs too) are finite: a NaN or
+ *     an inf is an error naming the env row.
+ *   - Before a job starts, one env (K = 1) is created, reset, stepped once and
+ *     destroyed in a child process: a plugin that crashes or hangs there
+ *     fails the job at start with the signal or the call that hung
+ *     (PRONGHORN_ENV_PROBE_TIMEOUT_S, default 60 s), and cannot take the
+ *     learner with it. Actor processes then load the plugin themselves.
  */
 #ifndef PRONGHORN_ENV_H_
 #define PRONGHORN_ENV_H_
@@ -42,6 +63,8 @@ extern "C" {
 #define PRONGHORN_ENV_ABI_VERSION 1u
 #define PRONGHORN_ENV_MAX_RANK 4
 #define PRONGHORN_ENV_MAX_ACTION_DIMS 64
+#define PRONGHORN_ENV_MAX_SPECS 1024
+#define PRONGHORN_ENV_MAX_NAME 64
 #define PRONGHORN_ENV_ENTRY "pronghorn_env_plugin_entry"
 
 enum { PRONGHORN_DTYPE_FLOAT32 = 0, PRONGHORN_DTYPE_UINT8 = 1 };
@@ -63,7 +86,7 @@ typedef struct pronghorn_env pronghorn_env; /* the plugin's own state, opaque */
 
 typedef struct pronghorn_env_plugin {
   uint32_t abi_version; /* PRONGHORN_ENV_ABI_VERSION the plugin was built with */
-  int32_t num_specs;
+  int32_t num_specs;               /* 1..PRONGHORN_ENV_MAX_SPECS */
   const pronghorn_env_spec* specs; /* [num_specs] */
 
   /* K = num_envs envs of specs[spec_index]. max_episode_steps: 0 keeps the spec's. */

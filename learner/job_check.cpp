@@ -1,14 +1,14 @@
 #include "learner/job_check.h"
 
 #include "core/error.h"
+#include "envs/plugin_probe.h"
 #include "model/policy.h"
 
 namespace pronghorn::learner {
 
 envs::EnvSpec check_job_config(const Config& config) {
-  EnvConfig one = config.env;
-  one.num_envs = 1;
-  envs::EnvSpec spec = envs::make_env(one, 0)->spec();  // UsageError for an unknown env.name
+  // UsageError for an unknown env.name; a plugin is tried in a child process.
+  envs::EnvSpec spec = envs::probe_env_spec(config.env);
   try {
     model_spec_for(spec, config.model);
   } catch (const UsageError&) {

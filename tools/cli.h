@@ -33,6 +33,7 @@ Command add_envs_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_actor_command(CLI::App& app);
+Command add_probe_env_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_status_command(CLI::App& app);
 Command add_scale_command(CLI::App& app);

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "envs/env.h"
-#include "envs/plugin.h"
+#include "envs/plugin_probe.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -20,10 +20,10 @@ Command add_envs_command(CLI::App& app) {
               std::cout << fmt::format("{:<10} {}\n", spec.name, spec.describe());
             }
             if (plugin->empty()) return;
-            auto library = envs::PluginLibrary::open(*plugin);
-            for (const envs::EnvSpec& spec : library->specs()) {
+            // Loaded in a child process: a plugin that crashes takes only that with it.
+            for (const envs::EnvSpec& spec : envs::probe_plugin_specs(*plugin)) {
               std::cout << fmt::format("{:<10} {} (from {})\n", spec.name, spec.describe(),
-                                       library->path());
+                                       *plugin);
             }
           }};
 }

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       pronghorn::cli::add_envs_command(app),
       pronghorn::cli::add_bench_command(app),
       pronghorn::cli::add_actor_command(app),
+      pronghorn::cli::add_probe_env_command(app),
   };
   // Set after the subcommands exist, so they do not inherit it: leftovers
   // reach reject_leftovers() only at the top level, to be named there.

@@ -1,11 +1,12 @@
 /* An env plugin that misbehaves in step(), for the supervisor's tests
- * (tests/actor_faults_test.cpp): its env.name says how. create() and reset()
- * always work, so the learner that probes the env's spec sees a good env.
+ * (tests/actor_faults_test.cpp): its env.name says how. create(), reset()
+ * and the first step always work, so the learner's probe of the env (which
+ * steps it once, envs/plugin_probe.h) sees a good env; actors step it more.
  *
- *   segv   the first step writes through a null pointer (SIGSEGV)
- *   abort  the first step calls abort() (SIGABRT)
- *   exit   the first step calls exit(3), as a plugin that gives up might
- *   error  the first step fails with the message "reward NaN"
+ *   segv   the second step writes through a null pointer (SIGSEGV)
+ *   abort  the second step calls abort() (SIGABRT)
+ *   exit   the second step calls exit(3), as a plugin that gives up might
+ *   error  the second step fails with the message "reward NaN"
  *   hang   steps normally for 3 unrolls of 16 steps, then never returns
  *
  * Otherwise a dull env: obs float32[4] of zeros, two actions, reward 1,
@@ -19,7 +20,7 @@
 #include "pronghorn_env.h"
 
 enum { OBS = 4, EPISODE = 10, HANG_AFTER = 3 * 16 };
-enum { SEGV, ABORT, EXIT, ERROR, HANG };
+enum { SEGV, ABORT, EXIT, ERROR, HANG, NONE };
 
 struct pronghorn_env {
   int32_t mode;
@@ -58,7 +59,7 @@ static int step(pronghorn_env* env, const void* actions, void* obs, float* rewar
   (void)actions;
   (void)final_obs;
   env->steps += 1;
-  switch (env->mode) {
+  switch (env->steps > 1 ? env->mode : NONE) {
     case SEGV: {
       volatile int* nowhere = NULL;
       *nowhere = 1;
