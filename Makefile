@@ -13,11 +13,14 @@ deps:
 	@tools/setup-deps
 
 configure: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD) $(WERROR_ARG) $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# Developers and CI build with warnings as errors; `make train` leaves the
+# build's setting as it is (off in a fresh build).
+test: WERROR_ARG = -DPRONGHORN_WERROR=ON
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 

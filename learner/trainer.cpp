@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <sstream>
 
 #include "core/error.h"
@@ -134,15 +135,22 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
   s.grad_norm = c_.learner.max_grad_norm > 0 ? torch::nn::utils::clip_grad_norm_(
                                                    model_->parameters(), c_.learner.max_grad_norm)
                                              : 0.0;
+  s.total = loss.total.item<double>();
+  s.policy = loss.policy.item<double>();
+  s.value = loss.value.item<double>();
+  s.entropy = loss.entropy.item<double>();
+  // A NaN or inf would reach every weight in this step and every actor after
+  // it: the job ends here, its weights and checkpoints as they were.
+  PRONGHORN_CHECK(std::isfinite(s.total) && std::isfinite(s.grad_norm),
+                  "learner step: the loss is not finite (total ", s.total, ", policy ", s.policy,
+                  ", value ", s.value, ", entropy ", s.entropy, ", gradient norm ", s.grad_norm,
+                  "); the weights were not updated. A learning rate or loss.reward_scale too "
+                  "large makes this");
   const double lr = c_.learner.learning_rate *
                     (c_.learner.lr_schedule == "linear" ? std::max(0.0, 1.0 - progress) : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   optimizer_->step();
   s.optimizer_s = seconds_since(optimizer_start);
-  s.total = loss.total.item<double>();
-  s.policy = loss.policy.item<double>();
-  s.value = loss.value.item<double>();
-  s.entropy = loss.entropy.item<double>();
   return s;
 }
 

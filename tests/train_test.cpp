@@ -195,4 +195,19 @@ TEST(TrainTest, TheSolvedLineAgreesWithTheLastMetricsLineAndTheCheckpoint) {
   EXPECT_TRUE(std::filesystem::exists(run.dir + name)) << "the final checkpoint is at " << steps;
 }
 
+// `pronghorn train 2>&1 | head -c 1`: the reader goes away after one byte.
+// The job must not die of SIGPIPE: it finishes, writes its checkpoint and
+// removes its shared memory.
+TEST(TrainTest, AReaderThatGoesAwayDoesNotKillTheJob) {
+  TrainRun run;
+  const auto [code, out] = shell(
+      "bash -c '" + std::string(PRONGHORN_BIN) + " train --run-dir " + run.dir +
+      " --set run.name=" + run.name +
+      " --set server.address=127.0.0.1:0 --set server.metrics_port=0 --set run.total_steps=300000"
+      " --set run.report_interval_s=0.05 2>&1 | head -c 1 >/dev/null; echo rc=${PIPESTATUS[0]}'");
+  EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::is_empty(run.dir + "/checkpoints"));
+  EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // `pronghorn`: one binary, one subcommand per job. Wiring only: each
 // subcommand lives in its own cmd_*.cpp. Exit codes: core/error.h.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <iostream>
 
 #include "core/error.h"
@@ -31,6 +32,10 @@ void reject_leftovers(const CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout or stderr (`pronghorn train | head`) makes writes fail
+  // with EPIPE instead of killing the job mid-step: it goes on, and stops
+  // with its checkpoint. Actors inherit the setting through exec.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Pronghorn: distributed actor-learner reinforcement learning (IMPALA family)",
                "pronghorn"};
   std::string log_level = "info";

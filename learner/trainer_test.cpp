@@ -1,0 +1,64 @@
+// The learner step refuses to apply a step whose loss is not finite.
+#include "learner/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/error.h"
+#include "envs/env.h"
+
+namespace pronghorn::learner {
+namespace {
+
+// A batch of T steps of N CartPole envs with behaviour log-probs of a uniform
+// policy; `reward` everywhere.
+Batch cartpole_batch(int64_t T, int64_t N, float reward) {
+  Batch b;
+  b.obs = at::randn({T + 1, N, 4});
+  b.actions = at::randint(0, 2, {T, N}, at::kLong);
+  b.rewards = at::full({T, N}, reward);
+  b.discounts = at::full({T, N}, 0.99f);
+  b.truncated = at::zeros({T, N}, at::kByte);
+  b.final_values = at::zeros({T, N});
+  b.behaviour_log_probs = at::full({T, N}, std::log(0.5f));
+  return b;
+}
+
+std::vector<float> weights(Trainer& t) {
+  std::vector<float> flat(t.model()->parameter_count());
+  t.model()->write_flat(flat.data());
+  return flat;
+}
+
+EnvSpec cartpole() {
+  for (const EnvSpec& s : envs::builtin_env_specs()) {
+    if (s.name == "cartpole") return s;
+  }
+  throw Error("no cartpole");
+}
+
+TEST(TrainerTest, AFiniteStepUpdatesTheWeights) {
+  Config c;
+  Trainer t(c, cartpole());
+  const std::vector<float> before = weights(t);
+  const StepStats s = t.learn(cartpole_batch(4, 3, 1.0f), 0.0);
+  EXPECT_TRUE(std::isfinite(s.total));
+  EXPECT_NE(weights(t), before);
+}
+
+TEST(TrainerTest, ANonFiniteLossEndsTheStepNamingItAndLeavesTheWeights) {
+  Config c;
+  Trainer t(c, cartpole());
+  const std::vector<float> before = weights(t);
+  try {
+    t.learn(cartpole_batch(4, 3, std::numeric_limits<float>::quiet_NaN()), 0.0);
+    FAIL() << "a NaN loss was applied";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the loss is not finite"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(weights(t), before) << "the weights were not updated";
+}
+
+}  // namespace
+}  // namespace pronghorn::learner
