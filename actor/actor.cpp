@@ -107,7 +107,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
         }
       }
       // V of the final observation where a time limit cut the episode
-      // (DESIGN.md §9): the learner bootstraps from it.
+      // (docs/architecture.md §9): the learner bootstraps from it.
       std::memset(out.final_values + t * K, 0, sizeof(float) * K);
       const auto env_end = Clock::now();
       env_time += env_end - env_start;

@@ -1,4 +1,4 @@
-// An actor process (DESIGN.md §1): K envs stepped as a batch → policy
+// An actor process (docs/architecture.md §1): K envs stepped as a batch → policy
 // forward (inference mode, one intra-op thread) → sampled actions → the
 // unroll written in place into a claimed ring slot → committed with the
 // policy version it was acted with. New weights are taken from the slab

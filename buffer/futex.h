@@ -1,5 +1,5 @@
 // Cross-process futex on a 32-bit word in shared memory. No FUTEX_PRIVATE
-// flag: waiters and wakers live in different processes (DESIGN.md §9).
+// flag: waiters and wakers live in different processes (docs/architecture.md §9).
 #pragma once
 
 #include <atomic>

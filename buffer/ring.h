@@ -1,5 +1,5 @@
 // The ring of unroll slots in shared memory between actors and the learner
-// (DESIGN.md §1): actor claims a FREE slot → writes the unroll in place →
+// (docs/architecture.md §1): actor claims a FREE slot → writes the unroll in place →
 // commits it READY → learner takes B READY slots (oldest commits first),
 // reads them in place → releases them FREE.
 //

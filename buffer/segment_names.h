@@ -1,5 +1,5 @@
 // The names of a learner's shared-memory segments, and the removal of those
-// a dead learner left behind (DESIGN.md §1). The one place that knows both.
+// a dead learner left behind (docs/architecture.md §1). The one place that knows both.
 //
 //   /pronghorn.<pid>.<start>.<kind>.<run>     e.g. /pronghorn.4121.8823190.ring.cartpole-7
 //

@@ -1,5 +1,5 @@
 // The shape of one unroll (T steps of K envs from one actor with one policy
-// version, DESIGN.md §1) and the byte layout of a ring slot that holds it.
+// version, docs/architecture.md §1) and the byte layout of a ring slot that holds it.
 // Both sides compute the layout with slot_layout() from the same spec, so
 // nothing is serialised per unroll; spec_hash() goes into the ring's header
 // so an actor with another spec cannot attach.
@@ -36,7 +36,7 @@ struct Field {
 //   truncated          [T, K] uint8
 //   behaviour_log_probs[T, K] float32   log μ of the taken action
 //   final_values       [T, K] float32   the actor's V of the final observation,
-//                                       read only where truncated (DESIGN.md §9)
+//                                       read only where truncated (docs/architecture.md §9)
 //   logits             [T, K, logits] float32 (when logits > 0)
 //   episode_returns    [T·K] float32    finished episodes, in order
 //   episode_lengths    [T·K] int32      (how many: the slot header's count)

@@ -1,4 +1,4 @@
-// The weight slab (DESIGN.md §1): one shared-memory region where the learner
+// The weight slab (docs/architecture.md §1): one shared-memory region where the learner
 // publishes its flat parameter vector and actors copy it, with no lock held
 // across processes.
 //

@@ -1,4 +1,4 @@
-// The learner's gRPC service (proto/pronghorn.proto, DESIGN.md §4): answers
+// The learner's gRPC service (proto/pronghorn.proto, docs/architecture.md §4): answers
 // status calls from a ControlBoard and queues steering calls on it for the
 // learner's loop. Mutating calls need `authorization: Bearer <token>`
 // (compared in constant time); read-only calls are open on a loopback

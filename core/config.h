@@ -1,4 +1,4 @@
-// The one validated configuration of a Pronghorn job (DESIGN.md §5).
+// The one validated configuration of a Pronghorn job (docs/architecture.md §5).
 //
 // Sources, later wins: embedded defaults (configs/cartpole.toml's values, in
 // the member initialisers below) → one TOML file → `--set section.key=value`

@@ -1,4 +1,4 @@
-// Errors: one mechanism, caught at the edges (STYLE.md "Errors").
+// Errors: one mechanism, caught at the edges (docs/architecture.md §2).
 //
 // Code that meets bad input throws one of the errors below, with a message
 // that names the input that was wrong and what was expected; main turns it

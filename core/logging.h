@@ -1,4 +1,4 @@
-// Logging: spdlog, set up once per process by main (DESIGN.md §4).
+// Logging: spdlog, set up once per process by main (docs/architecture.md §4).
 //
 // Every line carries a timestamp, the process role and its pid, so the lines
 // of a learner and its actors read well when interleaved:

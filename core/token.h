@@ -1,4 +1,4 @@
-// Bearer tokens of the control plane (DESIGN.md §4): mutating gRPC calls
+// Bearer tokens of the control plane (docs/architecture.md §4): mutating gRPC calls
 // carry `authorization: Bearer <token>`; the learner compares in constant
 // time. A token lives in a file of its own, one line of text.
 //

@@ -1,4 +1,4 @@
-// Batched environments (DESIGN.md §7): one call steps K envs and writes
+// Batched environments (docs/architecture.md §7): one call steps K envs and writes
 // straight into the caller's buffers; nothing is allocated per step.
 //
 // The contract is the plugin ABI's (envs/pronghorn_env.h), in C++:

@@ -1,5 +1,5 @@
-// The math of the policy losses, once, for one sample i of N = T·B (DESIGN.md
-// §3): the loss terms and their gradients with respect to the policy head
+// The math of the policy losses, once, for one sample i of N = T·B
+// (docs/architecture.md §3): the loss terms and their gradients with respect to the policy head
 // (categorical logits, or Gaussian mean and log-std) and the value, in one
 // pass. Called by the CPU loop (losses_cpu.cpp) and the CUDA kernel
 // (losses.cu); no LibTorch here.

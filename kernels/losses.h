@@ -1,4 +1,4 @@
-// The learner's policy losses (DESIGN.md §3), each one fused kernel that
+// The learner's policy losses (docs/architecture.md §3), each one fused kernel that
 // computes the loss terms and their gradients with respect to the policy head
 // and the value in one pass, wrapped so autograd carries those gradients into
 // the model: call it like any op, then total.backward(). The math is in

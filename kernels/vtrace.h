@@ -1,4 +1,4 @@
-// V-trace targets and GAE(λ) advantages for the learner (DESIGN.md §3), from
+// V-trace targets and GAE(λ) advantages for the learner (docs/architecture.md §3), from
 // target logits in one fused pass: log-softmax, gather of the taken action,
 // importance ratio, clipping and the reverse scan. The math, and exactly what
 // "truncated" does, is in kernels/vtrace_math.h.

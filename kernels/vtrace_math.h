@@ -1,5 +1,5 @@
 // The math of V-trace and GAE(λ), once, for one column b of [T, B] inputs
-// (DESIGN.md §3). Called by the CPU loop (vtrace_cpu.cpp) and the CUDA
+// (docs/architecture.md §3). Called by the CPU loop (vtrace_cpu.cpp) and the CUDA
 // kernel (vtrace.cu); no LibTorch here, raw row-major pointers only.
 //
 // With ρ_t = min(ρ̄, π/μ), c_t = min(c̄, π/μ), γ_t = discount (already

@@ -1,4 +1,4 @@
-// How many actor processes this node holds (DESIGN.md §2). An actor is a
+// How many actor processes this node holds (docs/architecture.md §2). An actor is a
 // CPU-bound process of about 60 MiB of its own (RssAnon of the CartPole,
 // Pendulum and Pong actors, measured; LibTorch's 110 MiB of code is shared),
 // so past a few per core they only slow each other, and past the free memory

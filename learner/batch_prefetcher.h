@@ -1,4 +1,4 @@
-// Prepares the learner's batch n+1 while step n computes (DESIGN.md §3):
+// Prepares the learner's batch n+1 while step n computes (docs/architecture.md §3):
 // ring → take B unrolls → make_batch (copies them out) → release the slots
 // at once → a one-batch mailbox → the learner's loop.
 // Releasing right after the copy hands slots back to actors while the step

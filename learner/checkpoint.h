@@ -1,4 +1,4 @@
-// Checkpoints of a run (DESIGN.md §6): model parameters, optimizer state,
+// Checkpoints of a run (docs/architecture.md §6): model parameters, optimizer state,
 // counters, policy version and the learner's RNG state, in one file
 // `checkpoints/env-steps-<env_steps, 20 digits>.ckpt` with a checksum, so
 // names sort as their progress does (`ls | tail -1` is the newest). Written

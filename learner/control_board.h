@@ -1,4 +1,4 @@
-// Where the control plane meets the learner's loop (DESIGN.md §4):
+// Where the control plane meets the learner's loop (docs/architecture.md §4):
 // gRPC threads → ControlBoard → learner loop. The loop publishes a status
 // snapshot and, between learner steps, carries out the requests the gRPC
 // threads queued (scale, checkpoint, stop), so the supervisor and the model

@@ -1,5 +1,5 @@
 // `pronghorn train --resume`: the learner's state from the newest checkpoint
-// of the run that is whole and fits this run (DESIGN.md §6).
+// of the run that is whole and fits this run (docs/architecture.md §6).
 //
 // Candidates are tried newest first (learner/checkpoint.h orders them). One
 // is taken only when its file reads back (a regular file, checksum, sane

@@ -1,4 +1,4 @@
-// Starts and supervises this node's actor processes (DESIGN.md §2): each is
+// Starts and supervises this node's actor processes (docs/architecture.md §2): each is
 // this same binary executed as `pronghorn actor …` (posix_spawn, never a
 // bare fork: LibTorch threads exist), its stderr read through a pipe and
 // passed on line by line (learner/actor_output.h).

@@ -1,4 +1,4 @@
-// One learner step (DESIGN.md §3): B unrolls from the ring → Batch
+// One learner step (docs/architecture.md §3): B unrolls from the ring → Batch
 // [T+1, B·K] tensors → model forward → V-trace (or GAE) → fused loss →
 // backward → clip → optimizer. The loop around it (taking, publishing,
 // reporting) is learner.cpp's.

@@ -1,6 +1,6 @@
 // The policy-and-value network, one class for actors and the learner (same
 // parameters in the same order, so weights travel as one flat float32
-// vector through the weight slab). DESIGN.md §3.
+// vector through the weight slab). docs/architecture.md §3.
 //   vector observations → MLP (model.hidden, model.activation)
 //   image observations (uint8 [C, H, W]) → the IMPALA CNN, then the MLP
 // Heads: categorical logits [N, A], or Gaussian mean [N, D] with a learned

@@ -1,5 +1,5 @@
 // `pronghorn train`: one whole job on this machine — a learner that spawns and
-// supervises the actors (DESIGN.md §2) — writing its run directory:
+// supervises the actors (docs/architecture.md §2) — writing its run directory:
 // config.toml, metrics.jsonl, train.log. Ctrl-C stops it cleanly.
 // `pronghorn actor` is the actor process the learner starts (not for users).
 #include <fmt/format.h>
