@@ -24,12 +24,6 @@ uint64_t state_of(uint64_t word) { return word & 0xff; }
 int pid_of(uint64_t word) { return static_cast<int>(word >> 32); }
 uint64_t writing_word(uint64_t pid) { return kWriting | (pid << 32); }
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 struct alignas(64) SlotHeader {
   std::atomic<uint64_t> state;        // State | writer pid << 32
   std::atomic<uint64_t> owner_start;  // the writer's start time; 0 until it sets it
@@ -45,6 +39,12 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 }  // namespace
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // The segment: this header, then SlotHeader[slots], then the slots' data.
 struct Ring::Shared {
@@ -162,7 +162,7 @@ std::optional<uint32_t> Ring::claim(std::chrono::milliseconds timeout) {
 void Ring::commit(uint32_t index, const SlotStamp& stamp) {
   SlotHeader* h = shared_->slot(index);
   h->stamp = stamp;
-  h->commit_ns = now_ns();
+  h->commit_ns = monotonic_ns();
   h->commit_seq = shared_->next_commit.fetch_add(1, std::memory_order_relaxed);
   uint64_t expected = writing_word(pid_);
   // Release: the consumer that sees READY sees every byte written before.

@@ -52,6 +52,9 @@ struct SlotStamp {
   uint32_t reserved = 0;
 };
 
+// CLOCK_MONOTONIC now, in nanoseconds: the clock of TakenSlot::commit_ns.
+uint64_t monotonic_ns();
+
 // A slot taken by the consumer, readable in place until released.
 struct TakenSlot {
   uint32_t index = 0;

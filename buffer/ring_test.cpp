@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "buffer/process.h"
+#include "buffer/testing/names.h"
 #include "buffer/testing/pattern.h"
 #include "buffer/testing/spawn.h"
 #include "core/error.h"
@@ -22,10 +23,6 @@ namespace pronghorn::buffer {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string unique_name(const char* what) {
-  return "/pronghorn-test-" + std::to_string(getpid()) + "-" + what;
-}
 
 // Takes everything the producers commit until `expected` unrolls arrived or
 // `done()` says no more will; checks each unroll byte for byte and counts.
@@ -96,7 +93,7 @@ TEST(UnrollSpecTest, HashTellsSpecsApart) {
 TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
   // The writer and the reader each compute the layout from the spec; every
   // field written by one is read back, value for value, by the other.
-  const std::string name = unique_name("roundtrip");
+  const std::string name = testing::unique_name("roundtrip");
   UnrollSpec spec{3, 2, {2}, Dtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
   auto reader = Ring::create(name, spec, 2);
   auto writer = Ring::attach(name, spec);
@@ -143,7 +140,7 @@ TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
 }
 
 TEST(RingTest, CreatesAPrivateSegmentAndRemovesItOnDestruction) {
-  const std::string name = unique_name("mode");
+  const std::string name = testing::unique_name("mode");
   {
     auto ring = Ring::create(name, testing::test_spec(), 4);
     struct stat st {};
@@ -155,7 +152,7 @@ TEST(RingTest, CreatesAPrivateSegmentAndRemovesItOnDestruction) {
 }
 
 TEST(RingTest, AttachingWithAnotherSpecIsAClearError) {
-  const std::string name = unique_name("spec");
+  const std::string name = testing::unique_name("spec");
   auto ring = Ring::create(name, testing::test_spec(), 4);
   UnrollSpec other = testing::test_spec();
   other.T = 5;
@@ -167,7 +164,7 @@ TEST(RingTest, AttachingWithAnotherSpecIsAClearError) {
         << e.what();
   }
   try {
-    Ring::attach(unique_name("missing"), testing::test_spec());
+    Ring::attach(testing::unique_name("missing"), testing::test_spec());
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot attach"), std::string::npos) << e.what();
@@ -175,7 +172,7 @@ TEST(RingTest, AttachingWithAnotherSpecIsAClearError) {
 }
 
 TEST(RingTest, AttachingToSomethingElseIsAClearError) {
-  const std::string name = unique_name("junk");
+  const std::string name = testing::unique_name("junk");
   int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, 1 << 16), 0);
@@ -190,7 +187,7 @@ TEST(RingTest, AttachingToSomethingElseIsAClearError) {
 }
 
 TEST(RingTest, CreatingAnExistingNameIsAClearErrorAndLeavesItAlone) {
-  const std::string name = unique_name("exists");
+  const std::string name = testing::unique_name("exists");
   auto first = Ring::create(name, testing::test_spec(), 4);
   auto slot = first->claim(0ms);
   ASSERT_TRUE(slot);
@@ -210,7 +207,7 @@ TEST(RingTest, CreatingAnExistingNameIsAClearErrorAndLeavesItAlone) {
 }
 
 TEST(RingTest, ThreadsDeliverEveryUnrollOnceAndWhole) {
-  const std::string name = unique_name("threads");
+  const std::string name = testing::unique_name("threads");
   auto ring = Ring::create(name, testing::test_spec(), 8);
   const uint64_t kPerProducer = 3000, kProducers = 4;
   std::atomic<int> running{static_cast<int>(kProducers)};
@@ -241,7 +238,7 @@ TEST(RingTest, ThreadsDeliverEveryUnrollOnceAndWhole) {
 }
 
 TEST(RingTest, ProcessesDeliverEveryUnrollOnceAndWhole) {
-  const std::string name = unique_name("procs");
+  const std::string name = testing::unique_name("procs");
   auto ring = Ring::create(name, testing::test_spec(), 8);
   const uint64_t kPerProducer = 4000;
   std::vector<pid_t> pids;
@@ -260,7 +257,7 @@ TEST(RingTest, ProcessesDeliverEveryUnrollOnceAndWhole) {
 }
 
 TEST(RingTest, SlotsOfKilledWritersAreReclaimedAndNothingTornArrives) {
-  const std::string name = unique_name("kill");
+  const std::string name = testing::unique_name("kill");
   auto ring = Ring::create(name, testing::test_spec(), 6);
   std::vector<pid_t> pids;
   for (int actor = 0; actor < 6; ++actor) {
@@ -292,7 +289,7 @@ TEST(RingTest, SlotsOfKilledWritersAreReclaimedAndNothingTornArrives) {
 }
 
 TEST(RingTest, BlockedConsumerUsesAlmostNoCpu) {
-  auto ring = Ring::create(unique_name("idle"), testing::test_spec(), 4);
+  auto ring = Ring::create(testing::unique_name("idle"), testing::test_spec(), 4);
   rusage before {}, after {};
   getrusage(RUSAGE_THREAD, &before);
   auto start = std::chrono::steady_clock::now();
@@ -307,7 +304,7 @@ TEST(RingTest, BlockedConsumerUsesAlmostNoCpu) {
 }
 
 TEST(RingTest, StaleUnrollsAreDroppedAndCounted) {
-  auto ring = Ring::create(unique_name("lag"), testing::test_spec(), 8);
+  auto ring = Ring::create(testing::unique_name("lag"), testing::test_spec(), 8);
   for (uint64_t version : {1, 2, 7, 8, 9}) {
     auto slot = ring->claim(0ms);
     ASSERT_TRUE(slot);
@@ -327,7 +324,7 @@ TEST(RingTest, StaleUnrollsAreDroppedAndCounted) {
 }
 
 TEST(RingTest, FullRingTimesOutAndAbandonFreesASlot) {
-  auto ring = Ring::create(unique_name("full"), testing::test_spec(), 2);
+  auto ring = Ring::create(testing::unique_name("full"), testing::test_spec(), 2);
   auto a = ring->claim(0ms), b = ring->claim(0ms);
   ASSERT_TRUE(a && b);
   auto start = std::chrono::steady_clock::now();
@@ -339,7 +336,7 @@ TEST(RingTest, FullRingTimesOutAndAbandonFreesASlot) {
 }
 
 TEST(RingTest, ConsumerWakesWhenAWriterCommits) {
-  const std::string name = unique_name("wake");
+  const std::string name = testing::unique_name("wake");
   auto ring = Ring::create(name, testing::test_spec(), 2);
   std::thread writer([&] {
     std::this_thread::sleep_for(200ms);

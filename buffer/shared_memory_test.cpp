@@ -1,6 +1,8 @@
 #include "buffer/shared_memory.h"
 
 #include <gtest/gtest.h>
+
+#include "buffer/testing/names.h"
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -11,12 +13,8 @@
 namespace pronghorn::buffer {
 namespace {
 
-std::string unique_name(const char* what) {
-  return "/pronghorn-test-" + std::to_string(getpid()) + "-shm-" + what;
-}
-
 TEST(SharedMemoryTest, ReservesItsPagesAtCreation) {
-  const std::string name = unique_name("reserve");
+  const std::string name = testing::unique_name("shm-reserve");
   const size_t bytes = size_t{16} << 20;
   SharedMemory memory = SharedMemory::create("test " + name, name, bytes);
   struct stat st {};
@@ -32,7 +30,7 @@ TEST(SharedMemoryTest, MoreThanDevShmHoldsIsOneLineNamingNeedAndFreeSpace) {
   // More than the whole of /dev/shm: the kernel refuses at once, nothing is
   // allocated meanwhile.
   const size_t bytes = static_cast<size_t>(fs.f_blocks) * fs.f_frsize + (size_t{1} << 20);
-  const std::string name = unique_name("too-big");
+  const std::string name = testing::unique_name("shm-too-big");
   const std::string message =
       pronghorn::testing::error_of([&] { SharedMemory::create("ring " + name, name, bytes); });
   EXPECT_EQ(message.rfind("ring " + name + ": needs " + format_bytes(bytes) + " in /dev/shm, ", 0),

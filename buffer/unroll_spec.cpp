@@ -1,6 +1,7 @@
 #include "buffer/unroll_spec.h"
 
 #include "core/error.h"
+#include "core/fnv.h"
 
 namespace pronghorn::buffer {
 namespace {
@@ -16,11 +17,11 @@ Field place(size_t& cursor, size_t bytes) {
   return f;
 }
 
+// The value's 8 bytes, least significant first (the same hash on any host).
 void hash_in(uint64_t& h, uint64_t value) {
-  for (int i = 0; i < 8; ++i) {
-    h ^= (value >> (8 * i)) & 0xff;
-    h *= 0x100000001b3ull;
-  }
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+  h = fnv1a(h, std::string_view(bytes, 8));
 }
 
 }  // namespace
@@ -72,7 +73,7 @@ UnrollSpec unroll_spec_for(const EnvSpec& env, int64_t T, int64_t K) {
 }
 
 uint64_t spec_hash(const UnrollSpec& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = kFnv1aStart;
   hash_in(h, static_cast<uint64_t>(s.T));
   hash_in(h, static_cast<uint64_t>(s.K));
   hash_in(h, s.obs_shape.size());

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "buffer/testing/names.h"
 #include "buffer/testing/spawn.h"
 #include "core/error.h"
 
@@ -15,12 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string unique_name(const char* what) {
-  return "/pronghorn-test-" + std::to_string(getpid()) + "-slab-" + what;
-}
-
 TEST(WeightSlabTest, ReadersGetWhatWasPublishedWithItsVersion) {
-  const std::string name = unique_name("basic");
+  const std::string name = testing::unique_name("slab-basic");
   auto writer = WeightSlab::create(name, 5);
   auto reader = WeightSlab::attach(name, 5);
   std::vector<float> out(5, -1);
@@ -36,7 +33,7 @@ TEST(WeightSlabTest, ReadersGetWhatWasPublishedWithItsVersion) {
 }
 
 TEST(WeightSlabTest, AttachingWithAnotherSizeIsAClearError) {
-  const std::string name = unique_name("size");
+  const std::string name = testing::unique_name("slab-size");
   auto writer = WeightSlab::create(name, 5);
   try {
     WeightSlab::attach(name, 6);
@@ -49,7 +46,7 @@ TEST(WeightSlabTest, AttachingWithAnotherSizeIsAClearError) {
 }
 
 TEST(WeightSlabTest, WaitNewerWakesOnPublishAndTimesOut) {
-  const std::string name = unique_name("wait");
+  const std::string name = testing::unique_name("slab-wait");
   auto writer = WeightSlab::create(name, 3);
   auto reader = WeightSlab::attach(name, 3);
   auto start = std::chrono::steady_clock::now();
@@ -67,7 +64,7 @@ TEST(WeightSlabTest, WaitNewerWakesOnPublishAndTimesOut) {
 }
 
 TEST(WeightSlabTest, ReaderProcessesNeverSeeAMixedVersionAndOneDyingHarmsNobody) {
-  const std::string name = unique_name("mixed");
+  const std::string name = testing::unique_name("slab-mixed");
   const int64_t kCount = 1 << 20;  // 4 MiB: a copy takes long enough to be overtaken
   auto writer = WeightSlab::create(name, kCount);
   std::vector<float> params(kCount, 1.0f);  // every parameter of version v is v

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/token.h"
 #include "control/status_streams.h"
 #include "proto/pronghorn.grpc.pb.h"
@@ -24,13 +25,15 @@ using grpc::CallbackServerContext;
 using grpc::StatusCode;
 
 std::string read_pem(const std::string& key, const std::string& path) {
-  std::ifstream in(path);
-  PRONGHORN_CHECK(in.good(), key, " = \"", path, "\": cannot read the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  PRONGHORN_CHECK(text.str().find("-----BEGIN ") != std::string::npos, key, " = \"", path,
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const Error&) {
+    throw Error(fmt::format("{} = \"{}\": cannot read the file", key, path));
+  }
+  PRONGHORN_CHECK(text.find("-----BEGIN ") != std::string::npos, key, " = \"", path,
                   "\": not a PEM file");
-  return text.str();
+  return text;
 }
 
 std::shared_ptr<grpc::ServerCredentials> credentials(const ServerConfig& c) {
@@ -82,10 +85,10 @@ class LearnerService final : public v1::Learner::CallbackService {
     if (grpc::Status denied = authorize(*context, true); !denied.ok()) {
       return finished(context, denied);
     }
-    if (request->count() < 0 || request->count() > learner::kMaxActors) {
+    if (request->count() < 0 || request->count() > kMaxActors) {
       return finished(
           context, {StatusCode::INVALID_ARGUMENT, fmt::format("count = {}: expected 0 to {} actors",
-                                                              request->count(), learner::kMaxActors)});
+                                                              request->count(), kMaxActors)});
     }
     return carry_out(context,
                      {.kind = ControlRequest::Kind::kScaleActors,

@@ -25,6 +25,9 @@ struct EnvConfig {
   int64_t max_episode_steps = 0;  // time limit; 0 keeps the env's own
 };
 
+// The most actors one node may be asked to run (actor.count, ScaleActors).
+inline constexpr int kMaxActors = 1024;
+
 struct ActorConfig {
   // Actor processes on this node: empty is "auto", one per spare core; 0 is
   // none (a learner fed only by remote actor nodes; it waits, not stalled).

@@ -12,7 +12,7 @@ std::vector<Field> fields(Config& c) {
       {"env", "num_envs", &c.env.num_envs, 1, 1 << 20, {}, "K: envs each actor steps as one batch"},
       {"env", "max_episode_steps", &c.env.max_episode_steps, 0, 1e9, {}, "time limit in steps; 0 keeps the env's own"},
 
-      {"actor", "count", &c.actor.count, 0, 1024, {}, "actor processes on this node: \"auto\" = one per spare core; 0 = none (remote actors only)"},
+      {"actor", "count", &c.actor.count, 0, kMaxActors, {}, "actor processes on this node: \"auto\" = one per spare core; 0 = none (remote actors only)"},
       {"actor", "unroll_length", &c.actor.unroll_length, 1, 4096, {}, "T: env steps per unroll"},
       {"actor", "threads", &c.actor.threads, 1, 256, {}, "LibTorch intra-op threads per actor"},
       {"actor", "oversubscribe", &c.actor.oversubscribe, 0, 0, {}, "allow more actors than 2 per core or than memory holds"},

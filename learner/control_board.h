@@ -21,9 +21,6 @@
 
 namespace pronghorn::learner {
 
-// The most actors one node may be asked to run (ScaleActors, actor.count).
-constexpr int kMaxActors = 1024;
-
 struct ControlRequest {
   enum class Kind { kScaleActors, kSaveCheckpoint, kStop };
   Kind kind = Kind::kSaveCheckpoint;

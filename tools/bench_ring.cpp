@@ -25,12 +25,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 constexpr uint32_t kSlots = 16;
 constexpr uint32_t kBatch = 4;
 
@@ -100,7 +94,7 @@ std::pair<double, double> wake_latency_us(const std::string& name, const buffer:
   for (int i = 0; i < samples; ++i) {
     auto taken = ring->take(1, 0, 1, 2s);
     if (!taken) break;
-    latency.push_back((now_ns() - (*taken)[0].commit_ns) / 1e3);
+    latency.push_back((buffer::monotonic_ns() - (*taken)[0].commit_ns) / 1e3);
     ring->release(*taken);
   }
   producer.join();

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/token.h"
 #include "proto/pronghorn.grpc.pb.h"
 
@@ -16,11 +17,11 @@ namespace pronghorn::cli {
 namespace {
 
 std::string read_file(const std::string& option, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(option + " " + path + ": cannot read the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  try {
+    return pronghorn::read_file(path);
+  } catch (const Error&) {
+    throw UsageError(option + " " + path + ": cannot read the file");
+  }
 }
 
 // The address a job wrote into its run directory, or "".
