@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps configure build test train bench asan tsan clean
+.PHONY: all deps configure build test train bench asan tsan tidy clean
 
 all: build
 
@@ -53,6 +53,12 @@ tsan: deps
 	  echo "== $$t (ThreadSanitizer)"; \
 	  TSAN_OPTIONS=halt_on_error=1 build-tsan/*/$$t --gtest_brief=1 || exit 1; \
 	done
+
+# clang-tidy (.clang-tidy) over our own .cpp files; any finding fails. It
+# needs the generated protobuf headers, so the proto targets are built first.
+tidy: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target pronghorn_proto pronghorn_rpc >/dev/null
+	@tools/tidy $(BUILD) $(JOBS)
 
 clean:
 	rm -rf build build-asan build-tsan
