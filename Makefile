@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps configure build test train bench asan tsan format format-check clean
+.PHONY: all deps configure build test train bench asan tsan format format-check tidy clean
 
 all: build
 
@@ -66,6 +66,12 @@ format: deps
 	@$(FORMATTED) | xargs clang-format -i
 format-check: deps
 	@$(FORMATTED) | xargs clang-format --dry-run -Werror
+
+# clang-tidy (.clang-tidy) over our own .cpp files; any finding fails. It
+# needs the generated protobuf headers, so the proto targets are built first.
+tidy: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target pronghorn_proto pronghorn_rpc >/dev/null
+	@tools/tidy $(BUILD) $(JOBS)
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -73,7 +73,6 @@ TEST(WeightSlabTest, ReaderProcessesNeverSeeAMixedVersionAndOneDyingHarmsNobody)
   for (int r = 0; r < 3; ++r) {
     readers.push_back(testing::spawn_helper({"read-slab", name, std::to_string(kCount), "1.5"}));
   }
-  std::atomic<bool> stop{false};
   std::thread killer([&] {
     std::this_thread::sleep_for(500ms);
     kill(readers[2], SIGKILL);  // mid-copy, most likely

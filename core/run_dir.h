@@ -19,7 +19,7 @@ class RunDirectory {
   };
   // Claims and locks the directory; throws UsageError naming it when it is
   // refused (another run's, another user's, or in use by a live job).
-  RunDirectory(const std::string& path, Mode mode);
+  RunDirectory(const std::string& given, Mode mode);
   ~RunDirectory();  // unlocks
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;

@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_dir(const std::string& name) {
-  const std::string path =
+  std::string path =
       ::testing::TempDir() + "/run-dir-test-" + std::to_string(getpid()) + "/" + name;
   fs::remove_all(path);
   return path;

@@ -69,7 +69,7 @@ std::string read_run_token_file(const std::string& path) {
 }
 
 std::string read_or_create_token_file(const std::string& path) {
-  const std::string token = generate_token();
+  std::string token = generate_token();
   if (write_file_atomically(path, token + "\n", 0600, Replace::kNo)) return token;
   return read_run_token_file(path);  // there already
 }

@@ -26,6 +26,8 @@ class Scanner {
       ++line_;
       ++at_;
       if (open_.empty()) want_key_ = true;  // a new line at the top level starts a key
+      // Skips like the last branch, but must come before the want_key_ one.
+      // NOLINTNEXTLINE(bugprone-branch-clone)
     } else if (ch == ' ' || ch == '\t' || ch == '\r') {
       ++at_;
     } else if (ch == '#') {

@@ -19,7 +19,8 @@
 #include "core/error.h"
 #include "envs/probe_report.h"
 
-extern char** environ;
+// POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
+extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace pronghorn::envs {
 namespace {

@@ -8,7 +8,7 @@ namespace pronghorn::learner {
 namespace {
 
 // A tensor over slot memory, read-only in practice: at::cat copies it out.
-at::Tensor view(const void* data, std::vector<int64_t> shape, at::ScalarType dtype) {
+at::Tensor view(const void* data, const std::vector<int64_t>& shape, at::ScalarType dtype) {
   return at::from_blob(const_cast<void*>(data), shape, dtype);
 }
 

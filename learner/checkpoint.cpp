@@ -256,7 +256,7 @@ std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int 
   file += payload;
   put_u64(file, fnv1a(payload));
 
-  const std::string path = folder + "/" + checkpoint_file_name(c.env_steps);
+  std::string path = folder + "/" + checkpoint_file_name(c.env_steps);
   write_file_atomically(path, file, 0600);
   // Only regular files are ours to remove: a directory or a FIFO someone put
   // here is left alone, and counts for nothing.

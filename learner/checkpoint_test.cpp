@@ -162,7 +162,7 @@ std::string crafted(const std::string& dir, const Checkpoint& c) {
 
 TEST(CheckpointTest, FieldsThatPassTheChecksumMustStillBeSane) {
   const std::string dir = fresh_folder("crafted");
-  auto refused = [&](Checkpoint c, const std::string& reason) {
+  auto refused = [&](const Checkpoint& c, const std::string& reason) {
     const std::string path = crafted(dir, c);
     std::string why;
     EXPECT_FALSE(read_checkpoint(path, &why)) << reason;

@@ -14,7 +14,8 @@
 #include "core/error.h"
 #include "learner/actor_capacity.h"
 
-extern char** environ;
+// POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
+extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace pronghorn::learner {
 namespace {

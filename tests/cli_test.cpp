@@ -80,7 +80,7 @@ TEST(CliTest, UnknownSubcommandIsAUsageError) {
 }
 
 TEST(CliTest, UnknownFlagIsAUsageError) {
-  for (auto args : {std::vector<std::string>{"config", "--frobnicate"},
+  for (const auto& args : {std::vector<std::string>{"config", "--frobnicate"},
                     std::vector<std::string>{"--frobnicate", "config"}}) {
     Result r = pronghorn(args);
     EXPECT_EQ(r.code, 2);

@@ -24,9 +24,8 @@ std::pair<int, std::string> pronghorn_cli(const std::string& args) {
 
 // A fresh folder of this test, `what` in it.
 std::string test_dir(const std::string& what) {
-  const std::string dir = ::testing::TempDir() + "/config-cli-" + std::to_string(getpid()) + "-" +
-                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
-                          what;
+  std::string dir = ::testing::TempDir() + "/config-cli-" + std::to_string(getpid()) + "-" +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" + what;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -182,7 +182,7 @@ TEST(ControlTest, BadRequestsGetTheRightCodeAndTheServerKeepsServing) {
     auto c = context(job.token);
     std::promise<grpc::Status> done;
     generic.UnaryCall(c.get(), "/pronghorn.v1.Learner/ScaleActors", {}, &request, &response,
-                      [&](grpc::Status s) { done.set_value(s); });
+                      [&](const grpc::Status& s) { done.set_value(s); });
     return done.get_future().get().error_code();
   };
   // gRPC's callback API answers a request that does not parse with

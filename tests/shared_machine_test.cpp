@@ -35,7 +35,7 @@ int free_port() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t size = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), size);
+  (void)bind(fd, reinterpret_cast<sockaddr*>(&a), size);
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
   close(fd);
   return ntohs(a.sin_port);
@@ -51,7 +51,7 @@ int threads_of(pid_t pid) {
 }
 
 std::string test_dir(const std::string& name) {
-  const std::string dir =
+  std::string dir =
       ::testing::TempDir() + "/shared-machine-test-" + std::to_string(getpid()) + "-" + name;
   fs::remove_all(dir);
   return dir;

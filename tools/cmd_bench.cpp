@@ -73,7 +73,7 @@ void bench_env(const EnvBenchArgs& args) {
   for (int t = 0; t < args.threads; ++t) {
     threads.emplace_back([&, t] {
       try {
-        steps[t] = run_env(args.env, static_cast<uint64_t>(t + 1), ready, go, stop);
+        steps[t] = run_env(args.env, static_cast<uint64_t>(t) + 1, ready, go, stop);
       } catch (...) {
         std::lock_guard lock(failure_mutex);
         failure = std::current_exception();

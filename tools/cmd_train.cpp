@@ -54,7 +54,7 @@ struct TrainArgs {
 // The config.toml of the run being resumed: a file this program wrote, so a
 // FIFO or a device there is refused rather than read (a FIFO would block).
 std::string resumed_config(const std::string& run_dir) {
-  const std::string path = run_dir + "/config.toml";
+  std::string path = run_dir + "/config.toml";
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {

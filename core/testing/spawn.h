@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+// POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
+extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace pronghorn::testing {
 

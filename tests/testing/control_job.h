@@ -38,7 +38,8 @@ struct Job {
   }
 
   std::unique_ptr<v1::Learner::Stub> stub(
-      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials()) {
+      const std::shared_ptr<grpc::ChannelCredentials>& credentials =
+          grpc::InsecureChannelCredentials()) {
     return v1::Learner::NewStub(grpc::CreateChannel(address, credentials));
   }
 };
