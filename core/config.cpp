@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -21,7 +22,13 @@
 namespace pronghorn {
 namespace {
 
+using config_schema::ChoiceRef;
 using config_schema::Field;
+
+// Words given for a choice key that name none of its choices, by key: kept
+// until validation refuses them in table order, as it refuses any value out
+// of range, unless a later source sets the key to a valid word.
+using Unmatched = std::map<std::string, std::string>;
 
 [[noreturn]] void fail(const std::string& message) { throw UsageError("config: " + message); }
 
@@ -52,8 +59,9 @@ std::string format_number(double v) {
   return s;
 }
 
-std::string format_value(const config_schema::Target& target) {
+std::string format_value(const Field& field) {
   struct Visitor {
+    const Field& field;
     std::string operator()(int64_t* v) const { return std::to_string(*v); }
     std::string operator()(double* v) const { return format_number(*v); }
     std::string operator()(std::string* v) const { return quoted(*v); }
@@ -64,8 +72,14 @@ std::string format_value(const config_schema::Target& target) {
     std::string operator()(std::optional<int64_t>* v) const {
       return v->has_value() ? std::to_string(**v) : quoted(kAuto);
     }
+    std::string operator()(ChoiceRef v) const {
+      const int index = v.get(v.target);
+      return index >= 0 && index < static_cast<int>(field.choices.size())
+                 ? quoted(field.choices[static_cast<size_t>(index)])
+                 : std::to_string(index);
+    }
   };
-  return std::visit(Visitor{}, target);
+  return std::visit(Visitor{field}, field.target);
 }
 
 std::string node_text(const toml::node& node) {
@@ -75,8 +89,22 @@ std::string node_text(const toml::node& node) {
   return out.str();
 }
 
+// Stores the index of `word` in the field's choices, or keeps the word in
+// `unmatched` for check_ranges to refuse.
+void set_choice(const Field& field, const std::string& word, Unmatched& unmatched) {
+  const auto found = std::find(field.choices.begin(), field.choices.end(), word);
+  if (found == field.choices.end()) {
+    unmatched[field.name()] = word;
+    return;
+  }
+  unmatched.erase(field.name());
+  const ChoiceRef& ref = std::get<ChoiceRef>(field.target);
+  ref.set(ref.target, static_cast<int>(found - field.choices.begin()));
+}
+
 // Stores `node` into the field's value, or fails naming the field and the value.
-void assign(const Field& field, const toml::node& node, const std::string& origin) {
+void assign(const Field& field, const toml::node& node, const std::string& origin,
+            Unmatched& unmatched) {
   auto wrong_type = [&] {
     fail(fmt::format("{}: {} = {}: expected {}", origin, field.name(), node_text(node),
                      config_schema::type_name(field.target)));
@@ -84,6 +112,8 @@ void assign(const Field& field, const toml::node& node, const std::string& origi
   struct Visitor {
     const toml::node& node;
     const decltype(wrong_type)& wrong;
+    const Field& field;
+    Unmatched& unmatched;
     void operator()(int64_t* v) const {
       if (!node.is_integer()) wrong();
       *v = node.as_integer()->get();
@@ -116,8 +146,12 @@ void assign(const Field& field, const toml::node& node, const std::string& origi
       else if (node.is_string() && node.as_string()->get() == kAuto) *v = std::nullopt;
       else wrong();
     }
+    void operator()(ChoiceRef) const {
+      if (!node.is_string()) wrong();
+      set_choice(field, node.as_string()->get(), unmatched);
+    }
   };
-  std::visit(Visitor{node, wrong_type}, field.target);
+  std::visit(Visitor{node, wrong_type, field, unmatched}, field.target);
 }
 
 std::vector<std::string> section_names(const std::vector<Field>& table) {
@@ -143,7 +177,8 @@ const Field& find_field(const std::vector<Field>& table, std::string_view sectio
   fail(fmt::format("{}: unknown key {}{}", origin, full, did_you_mean(full, keys)));
 }
 
-void apply_table(std::vector<Field>& table, const toml::table& root, const std::string& origin) {
+void apply_table(std::vector<Field>& table, const toml::table& root, const std::string& origin,
+                 Unmatched& unmatched) {
   for (const auto& [section, node] : root) {
     const toml::table* keys = node.as_table();
     if (keys == nullptr) {
@@ -151,7 +186,7 @@ void apply_table(std::vector<Field>& table, const toml::table& root, const std::
                        origin, section.str(), node_text(node)));
     }
     for (const auto& [key, value] : *keys) {
-      assign(find_field(table, section.str(), key.str(), origin), value, origin);
+      assign(find_field(table, section.str(), key.str(), origin), value, origin, unmatched);
     }
   }
 }
@@ -165,7 +200,7 @@ void check_limits(std::string_view text, size_t max_bytes, const std::string& or
   if (!problem.empty()) fail(fmt::format("{}: {}", origin, problem));
 }
 
-void apply_override(std::vector<Field>& table, const std::string& text) {
+void apply_override(std::vector<Field>& table, const std::string& text, Unmatched& unmatched) {
   // A long override is named by its start: the message stays one short line.
   const std::string origin =
       fmt::format("--set {}", text.size() <= 80 ? text : text.substr(0, 60) + "…");
@@ -179,11 +214,13 @@ void apply_override(std::vector<Field>& table, const std::string& text) {
   std::string value = text.substr(eq + 1);
   const Field& field = find_field(table, section, key, origin);
 
-  // Strings may be written bare (--set env.name=cartpole); everything else is TOML.
-  bool bare_string = std::holds_alternative<std::string*>(field.target) &&
+  // Strings and choices may be written bare (--set env.name=cartpole); the rest is TOML.
+  bool bare_string = (std::holds_alternative<std::string*>(field.target) ||
+                      std::holds_alternative<ChoiceRef>(field.target)) &&
                      (value.empty() || (value.front() != '"' && value.front() != '\''));
   if (bare_string) {
-    *std::get<std::string*>(field.target) = value;
+    if (auto* v = std::get_if<std::string*>(&field.target)) **v = value;
+    else set_choice(field, value, unmatched);
     return;
   }
   if (auto* v = std::get_if<std::optional<int64_t>*>(&field.target); v && value == kAuto) {
@@ -198,10 +235,10 @@ void apply_override(std::vector<Field>& table, const std::string& text) {
     fail(fmt::format("{}: {} = {}: expected {} written as in TOML", origin, field.name(), value,
                      config_schema::type_name(field.target)));
   }
-  assign(field, *parsed.get("v"), origin);
+  assign(field, *parsed.get("v"), origin, unmatched);
 }
 
-void check_ranges(Config& config) {
+void check_ranges(Config& config, const Unmatched& unmatched) {
   for (const Field& f : config_schema::fields(config)) {
     auto out_of_range = [&](double v) { return !(v >= f.min && v <= f.max); };
     bool integral = !std::holds_alternative<double*>(f.target);
@@ -222,16 +259,19 @@ void check_ranges(Config& config) {
     if (auto* v = std::get_if<std::vector<int64_t>*>(&f.target)) {
       for (int64_t item : **v) {
         if (out_of_range(static_cast<double>(item))) {
-          fail(fmt::format("{} = {}: expected every item {}", f.name(), format_value(f.target),
+          fail(fmt::format("{} = {}: expected every item {}", f.name(), format_value(f),
                            range));
         }
       }
     }
-    if (auto* v = std::get_if<std::string*>(&f.target); v && !f.choices.empty()) {
-      if (std::find(f.choices.begin(), f.choices.end(), **v) == f.choices.end()) {
+    if (auto* v = std::get_if<ChoiceRef>(&f.target)) {
+      const auto given = unmatched.find(f.name());
+      const int index = v->get(v->target);
+      if (given != unmatched.end() || index < 0 || index >= static_cast<int>(f.choices.size())) {
+        const std::string word = given != unmatched.end() ? given->second : std::to_string(index);
         std::vector<std::string> choices(f.choices.begin(), f.choices.end());
-        fail(fmt::format("{} = {}: expected one of {}{}", f.name(), quoted(**v),
-                         fmt::join(choices, ", "), did_you_mean(**v, choices)));
+        fail(fmt::format("{} = {}: expected one of {}{}", f.name(), quoted(word),
+                         fmt::join(choices, ", "), did_you_mean(word, choices)));
       }
     }
   }
@@ -274,10 +314,11 @@ void check_combinations(const Config& c) {
         "write while the learner holds a batch",
         c.learner.batch_size, c.learner.ring_slots));
   }
-  if (c.loss.advantages == "gae" && c.loss.kind != "ppo") {
+  if (c.loss.advantages == LossConfig::Advantages::kGae &&
+      c.loss.kind != LossConfig::Kind::kPpo) {
     fail(fmt::format("loss.advantages = \"gae\": expected loss.kind = \"ppo\" (is {}); the "
                      "IMPALA loss uses V-trace",
-                     quoted(c.loss.kind)));
+                     quoted(to_string(c.loss.kind))));
   }
   if (c.server.tls_cert.empty() != c.server.tls_key.empty()) {
     fail("server.tls_cert and server.tls_key: expected both set or both empty");
@@ -307,9 +348,11 @@ Config resolve(const toml::table* root, const std::string& origin,
                const std::vector<std::string>& overrides) {
   Config config;
   std::vector<Field> table = config_schema::fields(config);
-  if (root != nullptr) apply_table(table, *root, origin);
-  for (const std::string& text : overrides) apply_override(table, text);
-  validate(config);
+  Unmatched unmatched;
+  if (root != nullptr) apply_table(table, *root, origin, unmatched);
+  for (const std::string& text : overrides) apply_override(table, text, unmatched);
+  check_ranges(config, unmatched);
+  check_combinations(config);  // validate(), with the words no choice matched
   return config;
 }
 
@@ -359,7 +402,7 @@ Config load_config(const std::string& toml_path, const std::vector<std::string>&
 
 void validate(const Config& config) {
   Config copy = config;  // the schema table takes mutable pointers
-  check_ranges(copy);
+  check_ranges(copy, {});
   check_combinations(config);
 }
 
@@ -372,7 +415,7 @@ std::string to_toml(const Config& config) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", f.section);
       section = f.section;
     }
-    out += fmt::format("{:<22} # {}\n", fmt::format("{} = {}", f.key, format_value(f.target)),
+    out += fmt::format("{:<22} # {}\n", fmt::format("{} = {}", f.key, format_value(f)),
                        f.help);
   }
   return out;

@@ -11,9 +11,12 @@
 // header only holds the values.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pronghorn {
@@ -43,22 +46,30 @@ struct ActorConfig {
 };
 
 struct LearnerConfig {
+  enum class Optimizer { kAdam, kRmsprop };
+  enum class LrSchedule { kLinear, kConstant };
+  enum class Device { kAuto, kCpu, kCuda };
+
   int64_t batch_size = 2;        // B: unrolls per learner step
   int64_t ring_slots = 16;       // unroll slots in the shared-memory ring
   int64_t max_policy_lag = 16;   // unrolls older than this many versions are dropped
-  std::string optimizer = "adam";
+  Optimizer optimizer = Optimizer::kAdam;
   double learning_rate = 7e-3;
-  std::string lr_schedule = "linear";  // decays to 0 at run.total_steps, or "constant"
+  LrSchedule lr_schedule = LrSchedule::kLinear;  // decays to 0 at run.total_steps, or constant
   double adam_eps = 1e-8;
   double rmsprop_alpha = 0.99;
   double max_grad_norm = 40.0;
-  std::string device = "auto";  // "auto": CUDA when present, else CPU
-  int64_t threads = 0;          // LibTorch intra-op threads; 0 = cores left after actors
+  Device device = Device::kAuto;  // auto: CUDA when present, else CPU
+  int64_t threads = 0;            // LibTorch intra-op threads; 0 = cores left after actors
 };
 
 struct LossConfig {
-  std::string kind = "impala";  // "impala" (V-trace actor-critic) or "ppo"
-  std::string advantages = "vtrace";  // PPO only: "vtrace" or "gae"
+  enum class Kind { kImpala, kPpo };
+  enum class Advantages { kVtrace, kGae };
+  enum class Reduction { kMean, kSum };
+
+  Kind kind = Kind::kImpala;  // impala (V-trace actor-critic) or ppo
+  Advantages advantages = Advantages::kVtrace;  // PPO only: vtrace or gae
   double discount = 0.99;
   double reward_scale = 1.0;  // the learner trains on rewards × this (returns reported unscaled)
   double rho_bar = 1.0;     // V-trace ρ̄: clips importance weights in the value targets
@@ -68,14 +79,40 @@ struct LossConfig {
   double ppo_clip = 0.2;
   double baseline_cost = 0.5;
   double entropy_cost = 0.01;
-  std::string reduction = "mean";  // over the T·B samples of a batch: "mean" or "sum"
+  Reduction reduction = Reduction::kMean;  // over the T·B samples of a batch: mean or sum
 };
 
 struct ModelConfig {
-  std::string kind = "auto";  // "mlp", "impala_cnn", or "auto" (by observation rank)
+  enum class Kind { kAuto, kMlp, kImpalaCnn };
+  enum class Activation { kTanh, kRelu };
+
+  Kind kind = Kind::kAuto;  // mlp, impala_cnn, or auto (by observation rank)
   std::vector<int64_t> hidden = {64, 64};  // MLP hidden layer widths
-  std::string activation = "tanh";         // "tanh" or "relu"
+  Activation activation = Activation::kTanh;  // tanh or relu
 };
+
+// The spelling of each choice in TOML, in enum order: the one list of them.
+// config_schema.cpp's table takes its choices from here, and to_string() too.
+template <size_t N>
+using ChoiceNames = std::array<std::string_view, N>;
+constexpr ChoiceNames<2> names_of(LearnerConfig::Optimizer) { return {"adam", "rmsprop"}; }
+constexpr ChoiceNames<2> names_of(LearnerConfig::LrSchedule) { return {"linear", "constant"}; }
+constexpr ChoiceNames<3> names_of(LearnerConfig::Device) { return {"auto", "cpu", "cuda"}; }
+constexpr ChoiceNames<2> names_of(LossConfig::Kind) { return {"impala", "ppo"}; }
+constexpr ChoiceNames<2> names_of(LossConfig::Advantages) { return {"vtrace", "gae"}; }
+constexpr ChoiceNames<2> names_of(LossConfig::Reduction) { return {"mean", "sum"}; }
+constexpr ChoiceNames<3> names_of(ModelConfig::Kind) { return {"auto", "mlp", "impala_cnn"}; }
+constexpr ChoiceNames<2> names_of(ModelConfig::Activation) { return {"tanh", "relu"}; }
+
+// A choice as its config word ("rmsprop"), for messages; "?" for a value
+// outside the enum (validate() refuses those).
+template <typename E>
+  requires requires(E e) { names_of(e); }
+constexpr std::string_view to_string(E choice) {
+  const auto names = names_of(choice);
+  const auto i = static_cast<size_t>(choice);
+  return i < names.size() ? names[i] : std::string_view("?");
+}
 
 struct RunConfig {
   std::string name;              // empty: generated from the start time

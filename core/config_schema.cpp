@@ -22,17 +22,17 @@ std::vector<Field> fields(Config& c) {
       {"learner", "batch_size", &c.learner.batch_size, 1, 4096, {}, "B: unrolls per learner step"},
       {"learner", "ring_slots", &c.learner.ring_slots, 2, 65536, {}, "unroll slots in the shared-memory ring"},
       {"learner", "max_policy_lag", &c.learner.max_policy_lag, 0, 1e9, {}, "unrolls older than this many policy versions are dropped"},
-      {"learner", "optimizer", &c.learner.optimizer, 0, 0, {"adam", "rmsprop"}, "optimizer"},
+      {"learner", "optimizer", choice(&c.learner.optimizer), 0, 0, choices(c.learner.optimizer), "optimizer"},
       {"learner", "learning_rate", &c.learner.learning_rate, 1e-12, 10, {}, "initial learning rate"},
-      {"learner", "lr_schedule", &c.learner.lr_schedule, 0, 0, {"linear", "constant"}, "linear: decays to 0 at run.total_steps"},
+      {"learner", "lr_schedule", choice(&c.learner.lr_schedule), 0, 0, choices(c.learner.lr_schedule), "linear: decays to 0 at run.total_steps"},
       {"learner", "adam_eps", &c.learner.adam_eps, 1e-16, 1, {}, "Adam epsilon"},
       {"learner", "rmsprop_alpha", &c.learner.rmsprop_alpha, 0, 1, {}, "RMSProp smoothing constant"},
       {"learner", "max_grad_norm", &c.learner.max_grad_norm, 0, kInf, {}, "gradient-norm clip; 0 = off"},
-      {"learner", "device", &c.learner.device, 0, 0, {"auto", "cpu", "cuda"}, "auto: CUDA when present, else CPU"},
+      {"learner", "device", choice(&c.learner.device), 0, 0, choices(c.learner.device), "auto: CUDA when present, else CPU"},
       {"learner", "threads", &c.learner.threads, 0, 256, {}, "LibTorch intra-op threads; 0 = cores left after actors"},
 
-      {"loss", "kind", &c.loss.kind, 0, 0, {"impala", "ppo"}, "impala: V-trace actor-critic; ppo: clipped objective"},
-      {"loss", "advantages", &c.loss.advantages, 0, 0, {"vtrace", "gae"}, "advantages for ppo"},
+      {"loss", "kind", choice(&c.loss.kind), 0, 0, choices(c.loss.kind), "impala: V-trace actor-critic; ppo: clipped objective"},
+      {"loss", "advantages", choice(&c.loss.advantages), 0, 0, choices(c.loss.advantages), "advantages for ppo"},
       {"loss", "discount", &c.loss.discount, 0, 1, {}, "γ"},
       {"loss", "reward_scale", &c.loss.reward_scale, 1e-9, 1e9, {}, "rewards are multiplied by this for learning; episode returns are reported unscaled"},
       {"loss", "rho_bar", &c.loss.rho_bar, 0, kInf, {}, "V-trace ρ̄ (value targets)"},
@@ -42,11 +42,11 @@ std::vector<Field> fields(Config& c) {
       {"loss", "ppo_clip", &c.loss.ppo_clip, 0, 1, {}, "PPO ratio clip ε"},
       {"loss", "baseline_cost", &c.loss.baseline_cost, 0, 1e6, {}, "weight of the value loss"},
       {"loss", "entropy_cost", &c.loss.entropy_cost, 0, 1e6, {}, "weight of the entropy bonus"},
-      {"loss", "reduction", &c.loss.reduction, 0, 0, {"mean", "sum"}, "how loss terms reduce over T·B samples"},
+      {"loss", "reduction", choice(&c.loss.reduction), 0, 0, choices(c.loss.reduction), "how loss terms reduce over T·B samples"},
 
-      {"model", "kind", &c.model.kind, 0, 0, {"auto", "mlp", "impala_cnn"}, "auto: MLP for vectors, IMPALA CNN for images"},
+      {"model", "kind", choice(&c.model.kind), 0, 0, choices(c.model.kind), "auto: MLP for vectors, IMPALA CNN for images"},
       {"model", "hidden", &c.model.hidden, 1, 65536, {}, "MLP hidden layer widths, e.g. [64, 64]"},
-      {"model", "activation", &c.model.activation, 0, 0, {"tanh", "relu"}, "MLP activation"},
+      {"model", "activation", choice(&c.model.activation), 0, 0, choices(c.model.activation), "MLP activation"},
 
       {"run", "name", &c.run.name, 0, 0, {}, "run name; empty = generated from the start time"},
       {"run", "dir", &c.run.dir, 0, 0, {}, "runs live in <dir>/<name>/"},
@@ -74,6 +74,7 @@ std::string_view type_name(const Target& target) {
     std::string_view operator()(std::vector<int64_t>*) const { return "a list of integers"; }
     std::string_view operator()(bool*) const { return "true or false"; }
     std::string_view operator()(std::optional<int64_t>*) const { return "\"auto\" or an integer"; }
+    std::string_view operator()(ChoiceRef) const { return "a string"; }
   };
   return std::visit(Visitor{}, target);
 }

@@ -16,10 +16,32 @@
 
 namespace pronghorn::config_schema {
 
+// One of a fixed set of words, held as an enum (LearnerConfig::Optimizer, ...):
+// the enum's value is the index of its word in the Field's `choices`. Made by
+// choice(), which keeps the enum's type in the two functions.
+struct ChoiceRef {
+  void* target;
+  int (*get)(const void* target);
+  void (*set)(void* target, int index);
+};
+
+template <typename E>
+ChoiceRef choice(E* target) {
+  return {target, [](const void* t) { return static_cast<int>(*static_cast<const E*>(t)); },
+          [](void* t, int index) { *static_cast<E*>(t) = static_cast<E>(index); }};
+}
+
+// The words of an enum's choices, in enum order, for a Field's `choices`.
+template <typename E>
+std::vector<std::string_view> choices(E value) {
+  const auto names = names_of(value);
+  return {names.begin(), names.end()};
+}
+
 // std::optional<int64_t>: an integer, or the word "auto" (empty), which the
 // code that reads the value resolves (actor.count: one per spare core).
 using Target = std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
-                            std::optional<int64_t>*>;
+                            std::optional<int64_t>*, ChoiceRef>;
 
 struct Field {
   std::string_view section;
@@ -27,7 +49,7 @@ struct Field {
   Target target;  // points into the Config the table was built for
   double min = -std::numeric_limits<double>::infinity();  // numbers (and list items)
   double max = std::numeric_limits<double>::infinity();
-  std::vector<std::string_view> choices;  // strings; empty = any string
+  std::vector<std::string_view> choices;  // a ChoiceRef's words, in enum order
   std::string_view help;
 
   std::string name() const { return std::string(section) + "." + std::string(key); }

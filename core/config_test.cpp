@@ -31,7 +31,7 @@ void expect_names(const std::string& message, std::initializer_list<std::string>
 TEST(ConfigTest, DefaultsTrainCartPole) {
   Config c = load_config("", {});
   EXPECT_EQ(c.env.name, "cartpole");
-  EXPECT_EQ(c.loss.kind, "impala");
+  EXPECT_EQ(c.loss.kind, LossConfig::Kind::kImpala);
   EXPECT_EQ(c.learner.batch_size, 2);
   EXPECT_EQ(c.run.target_return, 475.0);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 64}));
@@ -49,7 +49,7 @@ TEST(ConfigTest, FileValuesReplaceDefaults) {
   )", "test.toml", {});
   EXPECT_EQ(c.env.num_envs, 64);
   EXPECT_DOUBLE_EQ(c.learner.learning_rate, 3.0);
-  EXPECT_EQ(c.learner.optimizer, "rmsprop");
+  EXPECT_EQ(c.learner.optimizer, LearnerConfig::Optimizer::kRmsprop);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{128, 32, 8}));
   EXPECT_EQ(c.actor.unroll_length, 16) << "untouched keys keep their defaults";
 }
@@ -117,6 +117,35 @@ TEST(ConfigTest, UnknownChoiceListsTheChoices) {
   expect_names(error_of("", {"loss.kind=ppx"}),
                {"loss.kind = \"ppx\"", "impala, ppo", "did you mean ppo?"});
   expect_names(error_of("", {"learner.device=tpu"}), {"learner.device", "auto, cpu, cuda"});
+}
+
+TEST(ConfigTest, ChoicesAreEnumsReadAndPrintedAsTheirWords) {
+  Config c = parse_config("[learner]\noptimizer = \"nadam\"\n[model]\nactivation = 'relu'\n",
+                          "test.toml",
+                          {"learner.optimizer=rmsprop", "loss.kind=\"ppo\"", "loss.advantages=gae",
+                           "model.kind=impala_cnn", "learner.device=cpu"});
+  EXPECT_EQ(c.learner.optimizer, LearnerConfig::Optimizer::kRmsprop)
+      << "a later source replaces a word that named no choice";
+  EXPECT_EQ(c.loss.kind, LossConfig::Kind::kPpo);
+  EXPECT_EQ(c.loss.advantages, LossConfig::Advantages::kGae);
+  EXPECT_EQ(c.model.kind, ModelConfig::Kind::kImpalaCnn);
+  EXPECT_EQ(c.model.activation, ModelConfig::Activation::kRelu);
+  EXPECT_EQ(c.learner.device, LearnerConfig::Device::kCpu);
+  EXPECT_EQ(to_string(c.model.kind), "impala_cnn");
+  EXPECT_EQ(to_string(LearnerConfig::LrSchedule::kConstant), "constant");
+  const std::string text = to_toml(c);
+  EXPECT_NE(text.find("optimizer = \"rmsprop\""), std::string::npos) << text;
+  EXPECT_NE(text.find("kind = \"impala_cnn\""), std::string::npos) << text;
+  EXPECT_EQ(to_toml(parse_config(text, "printed", {})), text);
+}
+
+TEST(ConfigTest, UnknownChoiceIsRefusedInTableOrderWithOtherRanges) {
+  expect_names(error_of("", {"loss.kind=ppx", "env.num_envs=0"}), {"env.num_envs = 0"});
+  expect_names(error_of("[learner]\noptimizer = 1\n"),
+               {"learner.optimizer = 1", "expected a string"});
+  Config c;
+  c.learner.device = static_cast<LearnerConfig::Device>(7);
+  EXPECT_THROW(validate(c), UsageError);
 }
 
 TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {

@@ -76,13 +76,13 @@ void check_step(int64_t step, size_t index, uint64_t learner_steps) {
   }
 }
 
-void check_optimizer(torch::optim::Optimizer& optimizer, const std::string& kind,
+void check_optimizer(torch::optim::Optimizer& optimizer, LearnerConfig::Optimizer kind,
                      uint64_t learner_steps) {
   const std::vector<at::Tensor>& params = optimizer.param_groups().at(0).params();
   for (size_t i = 0; i < params.size(); ++i) {
     auto found = optimizer.state().find(key_of(params[i]));
     if (found == optimizer.state().end()) continue;
-    if (kind == "rmsprop") {
+    if (kind == LearnerConfig::Optimizer::kRmsprop) {
       const auto& s = static_cast<const torch::optim::RMSpropParamState&>(*found->second);
       check_step(s.step(), i, learner_steps);
       check_state_tensor(s.square_avg(), params[i], "square_avg", i);
@@ -107,7 +107,7 @@ std::string checked_optimizer_state(const std::string& state, Trainer& trainer,
   std::vector<at::Tensor> copies;
   for (const at::Tensor& p : trainer.model()->parameters()) copies.push_back(p.detach().clone());
   std::unique_ptr<torch::optim::Optimizer> scratch;
-  if (config.learner.optimizer == "rmsprop") {
+  if (config.learner.optimizer == LearnerConfig::Optimizer::kRmsprop) {
     scratch = std::make_unique<torch::optim::RMSprop>(copies, torch::optim::RMSpropOptions());
   } else {
     scratch = std::make_unique<torch::optim::Adam>(copies, torch::optim::AdamOptions());
@@ -119,7 +119,8 @@ std::string checked_optimizer_state(const std::string& state, Trainer& trainer,
     scratch->load(archive);
   } catch (const c10::Error& e) {
     throw Unfit(fmt::format("optimizer state does not load into this run's {} optimizer: {}",
-                            config.learner.optimizer, first_line(e.what_without_backtrace())));
+                            to_string(config.learner.optimizer),
+                            first_line(e.what_without_backtrace())));
   }
   check_optimizer(*scratch, config.learner.optimizer, learner_steps);
   torch::serialize::OutputArchive out_archive;

@@ -11,14 +11,15 @@ namespace pronghorn::learner {
 
 namespace {
 
-at::Device learner_device(const std::string& setting) {
+at::Device learner_device(LearnerConfig::Device setting) {
   const bool cuda = torch::cuda::is_available();
-  if (setting == "cuda") {
+  if (setting == LearnerConfig::Device::kCuda) {
     PRONGHORN_CHECK(cuda,
                     "learner.device = \"cuda\": no CUDA device usable by LibTorch here "
                     "(a CPU build of LibTorch, or no GPU visible); use \"auto\" or \"cpu\"");
   }
-  return setting == "cpu" || !cuda ? at::Device(at::kCPU) : at::Device(at::kCUDA);
+  return setting == LearnerConfig::Device::kCpu || !cuda ? at::Device(at::kCPU)
+                                                          : at::Device(at::kCUDA);
 }
 
 }  // namespace
@@ -28,17 +29,19 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
       device_(learner_device(c.learner.device)),
       model_(model_spec_for(spec, c.model)),
       continuous_(spec.action_kind == ActionKind::kContinuous),
-      use_gae_(c.loss.kind == "ppo" && c.loss.advantages == "gae") {
+      use_gae_(c.loss.kind == LossConfig::Kind::kPpo &&
+               c.loss.advantages == LossConfig::Advantages::kGae) {
   model_->to(device_);  // before the optimizer takes its parameters
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
                     static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
-  loss_options_.kind = c.loss.kind == "ppo" ? kernels::LossKind::kPpo : kernels::LossKind::kImpala;
+  loss_options_.kind = c.loss.kind == LossConfig::Kind::kPpo ? kernels::LossKind::kPpo
+                                                             : kernels::LossKind::kImpala;
   loss_options_.baseline_cost = static_cast<float>(c.loss.baseline_cost);
   loss_options_.entropy_cost = static_cast<float>(c.loss.entropy_cost);
   loss_options_.ppo_clip = static_cast<float>(c.loss.ppo_clip);
-  loss_options_.mean_reduction = c.loss.reduction == "mean";
+  loss_options_.mean_reduction = c.loss.reduction == LossConfig::Reduction::kMean;
   const double lr = c.learner.learning_rate;
-  if (c.learner.optimizer == "rmsprop") {
+  if (c.learner.optimizer == LearnerConfig::Optimizer::kRmsprop) {
     optimizer_ = std::make_unique<torch::optim::RMSprop>(
         model_->parameters(),
         torch::optim::RMSpropOptions(lr).alpha(c.learner.rmsprop_alpha).eps(c.learner.adam_eps));
@@ -147,7 +150,9 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
                   "); the weights were not updated. A learning rate or loss.reward_scale too "
                   "large makes this");
   const double lr = c_.learner.learning_rate *
-                    (c_.learner.lr_schedule == "linear" ? std::max(0.0, 1.0 - progress) : 1.0);
+                    (c_.learner.lr_schedule == LearnerConfig::LrSchedule::kLinear
+                         ? std::max(0.0, 1.0 - progress)
+                         : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   optimizer_->step();
   s.optimizer_s = seconds_since(optimizer_start);

@@ -17,11 +17,12 @@ namespace pronghorn {
 ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   ModelSpec spec;
   spec.obs_shape = env.obs_shape;
-  spec.pixels = config.kind == "impala_cnn" ||
-                (config.kind == "auto" && env.obs_dtype == Dtype::kUInt8 &&
+  spec.pixels = config.kind == ModelConfig::Kind::kImpalaCnn ||
+                (config.kind == ModelConfig::Kind::kAuto && env.obs_dtype == Dtype::kUInt8 &&
                  env.obs_shape.size() == 3);
-  PRONGHORN_CHECK(!spec.pixels || env.obs_shape.size() == 3, "model.kind = \"", config.kind,
-                  "\": env ", env.name, " has no [C, H, W] image observations");
+  PRONGHORN_CHECK(!spec.pixels || env.obs_shape.size() == 3, "model.kind = \"",
+                  to_string(config.kind), "\": env ", env.name,
+                  " has no [C, H, W] image observations");
   spec.continuous = env.action_kind == ActionKind::kContinuous;
   spec.actions = env.action_size;
   spec.hidden = config.hidden;
@@ -84,7 +85,7 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
   }
   for (int64_t units : spec.hidden) {
     torso->push_back(torch::nn::Linear(width, units));
-    if (spec.activation == "relu") torso->push_back(torch::nn::ReLU());
+    if (spec.activation == ModelConfig::Activation::kRelu) torso->push_back(torch::nn::ReLU());
     else torso->push_back(torch::nn::Functional(tanh_activation));
     width = units;
   }

@@ -25,7 +25,7 @@ struct ModelSpec {
   int64_t actions = 0;             // categorical: number of actions; Gaussian: dims
   bool continuous = false;
   std::vector<int64_t> hidden = {64, 64};
-  std::string activation = "tanh";
+  ModelConfig::Activation activation = ModelConfig::Activation::kTanh;
 };
 
 // The model an env needs: its observation and action spaces, and the config.

@@ -16,7 +16,7 @@ ModelSpec pixel_spec() {
   spec.pixels = true;
   spec.actions = 3;
   spec.hidden = {256};
-  spec.activation = "relu";
+  spec.activation = ModelConfig::Activation::kRelu;
   return spec;
 }
 
@@ -75,7 +75,7 @@ TEST(ModelTest, TanhMlpMatchesAStockFloat64ReferenceWithGradients) {
   spec.obs_shape = {4};
   spec.actions = 3;
   spec.hidden = {64, 64};
-  spec.activation = "tanh";
+  spec.activation = ModelConfig::Activation::kTanh;
   PolicyNet net(spec);
   at::Tensor x = at::randn({257, 4}) * 3;  // spans tanh's linear part and its tails
   PolicyOutput out = net->forward(x);
