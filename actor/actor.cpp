@@ -13,10 +13,10 @@
 #include "buffer/ring.h"
 #include "buffer/slot_view.h"
 #include "buffer/weight_slab.h"
+#include "envs/env.h"
 #include "model/policy.h"
 #include "model/sampling.h"
 #include "model/tensor_runtime.h"
-#include "envs/env.h"
 
 namespace pronghorn::actor {
 namespace {
@@ -112,7 +112,8 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       const auto env_end = Clock::now();
       env_time += env_end - env_start;
       if (any_truncated) {
-        at::Tensor v = model->forward(observation_tensor(final_obs.data(), spec, K)).value.contiguous();
+        at::Tensor v =
+            model->forward(observation_tensor(final_obs.data(), spec, K)).value.contiguous();
         const float* value = v.data_ptr<float>();
         for (int64_t k = 0; k < K; ++k) {
           if (truncated[t * K + k]) out.final_values[t * K + k] = value[k];

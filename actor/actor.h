@@ -15,10 +15,10 @@ namespace pronghorn::actor {
 
 struct ActorOptions {
   Config config;
-  std::string ring;      // shm name of the learner's ring
-  std::string slab;      // shm name of the learner's weight slab
+  std::string ring;  // shm name of the learner's ring
+  std::string slab;  // shm name of the learner's weight slab
   uint32_t actor_id = 0;
-  int learner_pid = 0;   // the actor exits when this process is gone (0: don't watch)
+  int learner_pid = 0;  // the actor exits when this process is gone (0: don't watch)
 };
 
 // Runs until `stop` is set (e.g. by SIGTERM) or the learner is gone; a slot

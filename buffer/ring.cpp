@@ -61,7 +61,8 @@ struct Ring::Shared {
 
   SlotHeader* slot(uint32_t i) {
     return reinterpret_cast<SlotHeader*>(reinterpret_cast<uint8_t*>(this) +
-                                         align64(sizeof(Shared))) + i;
+                                         align64(sizeof(Shared))) +
+           i;
   }
   static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 };
@@ -122,9 +123,12 @@ std::unique_ptr<Ring> Ring::attach(const std::string& name, const UnrollSpec& sp
 }
 
 Ring::Ring(std::string name, SharedMemory memory, SlotLayout layout)
-    : name_(std::move(name)), memory_(std::move(memory)), layout_(layout),
+    : name_(std::move(name)),
+      memory_(std::move(memory)),
+      layout_(layout),
       shared_(static_cast<Shared*>(memory_.base())),
-      pid_(static_cast<uint64_t>(getpid())), start_time_(process_start_time(getpid())) {}
+      pid_(static_cast<uint64_t>(getpid())),
+      start_time_(process_start_time(getpid())) {}
 
 Ring::~Ring() = default;
 
@@ -132,8 +136,7 @@ uint32_t Ring::slots() const { return shared_->slots; }
 
 uint8_t* Ring::slot_data(uint32_t index) {
   PRONGHORN_ASSERT(index < shared_->slots);
-  return static_cast<uint8_t*>(memory_.base()) + shared_->data_offset +
-         shared_->slot_bytes * index;
+  return static_cast<uint8_t*>(memory_.base()) + shared_->data_offset + shared_->slot_bytes * index;
 }
 
 std::optional<uint32_t> Ring::claim(std::chrono::milliseconds timeout) {

@@ -1,7 +1,7 @@
 #include "buffer/ring.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -55,8 +55,15 @@ void drain(Ring& ring, uint32_t batch, Received& got, const std::function<bool()
 TEST(UnrollSpecTest, LayoutIsAlignedOrderedAndSizedFromTheSpec) {
   UnrollSpec spec{/*T=*/32, /*K=*/256, {4}, Dtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
   SlotLayout l = slot_layout(spec);
-  const Field fields[] = {l.obs, l.actions, l.rewards, l.terminated, l.truncated,
-                          l.behaviour_log_probs, l.final_values, l.logits, l.episode_returns,
+  const Field fields[] = {l.obs,
+                          l.actions,
+                          l.rewards,
+                          l.terminated,
+                          l.truncated,
+                          l.behaviour_log_probs,
+                          l.final_values,
+                          l.logits,
+                          l.episode_returns,
                           l.episode_lengths};
   size_t end = 0;
   for (const Field& f : fields) {
@@ -107,8 +114,8 @@ TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
       std::memcpy(base + f.offset + 4 * k, &v, 4);
     }
   };
-  const Field* fields[] = {&l.obs, &l.actions, &l.rewards, &l.behaviour_log_probs,
-                           &l.final_values, &l.logits, &l.episode_returns, &l.episode_lengths};
+  const Field* fields[] = {&l.obs,          &l.actions, &l.rewards,         &l.behaviour_log_probs,
+                           &l.final_values, &l.logits,  &l.episode_returns, &l.episode_lengths};
   for (size_t f = 0; f < std::size(fields); ++f) fill_field(*fields[f], 1000.0f * (f + 1));
   std::memset(base + l.terminated.offset, 1, l.terminated.bytes);
   std::memset(base + l.truncated.offset, 2, l.truncated.bytes);
@@ -124,9 +131,9 @@ TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
   EXPECT_EQ(t.stamp.wait_us, 13u);
   const SlotLayout& r = reader->layout();
   EXPECT_EQ(r.obs.bytes, 4u * 2 * 2 * 4) << "[T+1, K, 2] float32";
-  const Field* read_fields[] = {&r.obs, &r.actions, &r.rewards, &r.behaviour_log_probs,
-                                &r.final_values, &r.logits, &r.episode_returns,
-                                &r.episode_lengths};
+  const Field* read_fields[] = {
+      &r.obs,          &r.actions, &r.rewards,         &r.behaviour_log_probs,
+      &r.final_values, &r.logits,  &r.episode_returns, &r.episode_lengths};
   for (size_t f = 0; f < std::size(read_fields); ++f) {
     for (size_t k = 0; k < read_fields[f]->bytes / 4; ++k) {
       float v;
@@ -243,8 +250,8 @@ TEST(RingTest, ProcessesDeliverEveryUnrollOnceAndWhole) {
   const uint64_t kPerProducer = 4000;
   std::vector<pid_t> pids;
   for (int actor = 0; actor < 3; ++actor) {
-    pids.push_back(testing::spawn_helper({"produce", name, std::to_string(kPerProducer),
-                                          std::to_string(actor)}));
+    pids.push_back(testing::spawn_helper(
+        {"produce", name, std::to_string(kPerProducer), std::to_string(actor)}));
     ASSERT_GT(pids.back(), 0);
   }
   Received got;
@@ -261,7 +268,8 @@ TEST(RingTest, SlotsOfKilledWritersAreReclaimedAndNothingTornArrives) {
   auto ring = Ring::create(name, testing::test_spec(), 6);
   std::vector<pid_t> pids;
   for (int actor = 0; actor < 6; ++actor) {
-    pids.push_back(testing::spawn_helper({"produce", name, "1000000", std::to_string(actor), "slow"}));
+    pids.push_back(
+        testing::spawn_helper({"produce", name, "1000000", std::to_string(actor), "slow"}));
   }
   std::atomic<bool> all_dead{false};
   std::thread killer([&] {
@@ -290,7 +298,7 @@ TEST(RingTest, SlotsOfKilledWritersAreReclaimedAndNothingTornArrives) {
 
 TEST(RingTest, BlockedConsumerUsesAlmostNoCpu) {
   auto ring = Ring::create(testing::unique_name("idle"), testing::test_spec(), 4);
-  rusage before {}, after {};
+  rusage before{}, after{};
   getrusage(RUSAGE_THREAD, &before);
   auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(ring->take(1, 0, 10, 1000ms));

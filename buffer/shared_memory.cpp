@@ -53,8 +53,7 @@ std::string format_bytes(uint64_t bytes) {
   return text;
 }
 
-SharedMemory SharedMemory::create(const std::string& what, const std::string& name,
-                                  size_t bytes) {
+SharedMemory SharedMemory::create(const std::string& what, const std::string& name, size_t bytes) {
   // No unlink first: names are unique to their creating process
   // (segment_names.h), so one that exists is someone else's.
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -114,7 +113,10 @@ SharedMemory::SharedMemory(std::string name, bool owner, int fd, void* base, siz
     : name_(std::move(name)), owner_(owner), fd_(fd), base_(base), bytes_(bytes) {}
 
 SharedMemory::SharedMemory(SharedMemory&& other) noexcept
-    : name_(std::move(other.name_)), owner_(other.owner_), fd_(other.fd_), base_(other.base_),
+    : name_(std::move(other.name_)),
+      owner_(other.owner_),
+      fd_(other.fd_),
+      base_(other.base_),
       bytes_(other.bytes_) {
   other.owner_ = false;
   other.fd_ = -1;

@@ -1,12 +1,11 @@
 #include "buffer/shared_memory.h"
 
 #include <gtest/gtest.h>
-
-#include "buffer/testing/names.h"
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "buffer/testing/names.h"
 #include "core/error.h"
 #include "core/testing/error_of.h"
 

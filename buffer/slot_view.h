@@ -16,17 +16,17 @@ struct BasicSlotView {
   template <typename T>
   using Ptr = std::conditional_t<std::is_const_v<Byte>, const T*, T*>;
 
-  Ptr<uint8_t> obs;                  // [T+1, K, obs...] of the spec's obs dtype
-  Ptr<int32_t> discrete_actions;     // [T, K]         } the same field: which one
-  Ptr<float> continuous_actions;     // [T, K, dims]   } the spec's action_dims says
-  Ptr<float> rewards;                // [T, K]
-  Ptr<uint8_t> terminated;           // [T, K]
-  Ptr<uint8_t> truncated;            // [T, K]
-  Ptr<float> behaviour_log_probs;    // [T, K]
-  Ptr<float> final_values;           // [T, K]
-  Ptr<float> logits;                 // [T, K, logits] when the spec keeps them
-  Ptr<float> episode_returns;        // [T·K], the stamp's `episodes` of them used
-  Ptr<int32_t> episode_lengths;      // [T·K]
+  Ptr<uint8_t> obs;                // [T+1, K, obs...] of the spec's obs dtype
+  Ptr<int32_t> discrete_actions;   // [T, K]         } the same field: which one
+  Ptr<float> continuous_actions;   // [T, K, dims]   } the spec's action_dims says
+  Ptr<float> rewards;              // [T, K]
+  Ptr<uint8_t> terminated;         // [T, K]
+  Ptr<uint8_t> truncated;          // [T, K]
+  Ptr<float> behaviour_log_probs;  // [T, K]
+  Ptr<float> final_values;         // [T, K]
+  Ptr<float> logits;               // [T, K, logits] when the spec keeps them
+  Ptr<float> episode_returns;      // [T·K], the stamp's `episodes` of them used
+  Ptr<int32_t> episode_lengths;    // [T·K]
 
   BasicSlotView(Byte* base, const SlotLayout& layout)
       : obs(base + layout.obs.offset),

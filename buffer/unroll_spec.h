@@ -18,8 +18,8 @@ struct UnrollSpec {
   int64_t K = 0;                   // envs per actor
   std::vector<int64_t> obs_shape;  // one env's observation
   Dtype obs_dtype = Dtype::kFloat32;
-  int64_t action_dims = 0;         // 0: discrete actions (int32); else float32 [dims]
-  int64_t logits = 0;              // behaviour logits per step kept (0 = log-probs only)
+  int64_t action_dims = 0;  // 0: discrete actions (int32); else float32 [dims]
+  int64_t logits = 0;       // behaviour logits per step kept (0 = log-probs only)
 };
 
 // One field of a slot: where it starts (from the slot base) and its size.

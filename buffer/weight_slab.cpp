@@ -20,7 +20,9 @@ namespace {
 constexpr uint64_t kMagic = 0x50484f524e534c42ull;  // "PHORNSLB"
 constexpr size_t kDataOffset = 4096;
 
-size_t slab_bytes(int64_t count) { return kDataOffset + 2 * sizeof(float) * static_cast<size_t>(count); }
+size_t slab_bytes(int64_t count) {
+  return kDataOffset + 2 * sizeof(float) * static_cast<size_t>(count);
+}
 
 }  // namespace
 

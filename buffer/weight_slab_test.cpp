@@ -39,8 +39,7 @@ TEST(WeightSlabTest, AttachingWithAnotherSizeIsAClearError) {
     WeightSlab::attach(name, 6);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("holds 5 parameters, the model has 6"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("holds 5 parameters, the model has 6"), std::string::npos)
         << e.what();
   }
 }

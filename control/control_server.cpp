@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "control/status_streams.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/token.h"
-#include "control/status_streams.h"
 #include "proto/pronghorn.grpc.pb.h"
 
 namespace pronghorn::control {

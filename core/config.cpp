@@ -2,8 +2,8 @@
 // config_schema.cpp.
 #include "core/config.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "core/config_schema.h"
 #include "core/error.h"
@@ -20,36 +19,54 @@
 #include "core/toml_limits.h"
 
 namespace pronghorn {
+
+namespace config_schema {
+
+[[noreturn]] void fail(const std::string& message) { throw UsageError("config: " + message); }
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20)
+          out += fmt::format("\\u{:04x}", ch);
+        else
+          out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace config_schema
+
 namespace {
 
+using config_schema::check_combinations;
 using config_schema::ChoiceRef;
+using config_schema::fail;
 using config_schema::Field;
+using config_schema::quoted;
 
 // Words given for a choice key that name none of its choices, by key: kept
 // until validation refuses them in table order, as it refuses any value out
 // of range, unless a later source sets the key to a valid word.
 using Unmatched = std::map<std::string, std::string>;
 
-[[noreturn]] void fail(const std::string& message) { throw UsageError("config: " + message); }
-
 // The word an "auto or an integer" key takes for "auto" (its empty value).
 constexpr std::string_view kAuto = "auto";
-
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", ch);
-        else out += ch;
-    }
-  }
-  return out + "\"";
-}
 
 std::string format_number(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -119,9 +136,12 @@ void assign(const Field& field, const toml::node& node, const std::string& origi
       *v = node.as_integer()->get();
     }
     void operator()(double* v) const {
-      if (node.is_integer()) *v = static_cast<double>(node.as_integer()->get());
-      else if (node.is_floating_point()) *v = node.as_floating_point()->get();
-      else wrong();
+      if (node.is_integer())
+        *v = static_cast<double>(node.as_integer()->get());
+      else if (node.is_floating_point())
+        *v = node.as_floating_point()->get();
+      else
+        wrong();
     }
     void operator()(std::string* v) const {
       if (!node.is_string()) wrong();
@@ -142,9 +162,12 @@ void assign(const Field& field, const toml::node& node, const std::string& origi
       *v = node.as_boolean()->get();
     }
     void operator()(std::optional<int64_t>* v) const {
-      if (node.is_integer()) *v = node.as_integer()->get();
-      else if (node.is_string() && node.as_string()->get() == kAuto) *v = std::nullopt;
-      else wrong();
+      if (node.is_integer())
+        *v = node.as_integer()->get();
+      else if (node.is_string() && node.as_string()->get() == kAuto)
+        *v = std::nullopt;
+      else
+        wrong();
     }
     void operator()(ChoiceRef) const {
       if (!node.is_string()) wrong();
@@ -219,8 +242,10 @@ void apply_override(std::vector<Field>& table, const std::string& text, Unmatche
                       std::holds_alternative<ChoiceRef>(field.target)) &&
                      (value.empty() || (value.front() != '"' && value.front() != '\''));
   if (bare_string) {
-    if (auto* v = std::get_if<std::string*>(&field.target)) **v = value;
-    else set_choice(field, value, unmatched);
+    if (auto* v = std::get_if<std::string*>(&field.target))
+      **v = value;
+    else
+      set_choice(field, value, unmatched);
     return;
   }
   if (auto* v = std::get_if<std::optional<int64_t>*>(&field.target); v && value == kAuto) {
@@ -243,8 +268,9 @@ void check_ranges(Config& config, const Unmatched& unmatched) {
     auto out_of_range = [&](double v) { return !(v >= f.min && v <= f.max); };
     bool integral = !std::holds_alternative<double*>(f.target);
     std::string range =
-        integral ? fmt::format("in [{}, {}]", static_cast<int64_t>(f.min), static_cast<int64_t>(f.max))
-                 : fmt::format("in [{}, {}]", format_number(f.min), format_number(f.max));
+        integral
+            ? fmt::format("in [{}, {}]", static_cast<int64_t>(f.min), static_cast<int64_t>(f.max))
+            : fmt::format("in [{}, {}]", format_number(f.min), format_number(f.max));
     if (auto* v = std::get_if<int64_t*>(&f.target); v && out_of_range(static_cast<double>(**v))) {
       fail(fmt::format("{} = {}: expected an integer {}", f.name(), **v, range));
     }
@@ -259,8 +285,7 @@ void check_ranges(Config& config, const Unmatched& unmatched) {
     if (auto* v = std::get_if<std::vector<int64_t>*>(&f.target)) {
       for (int64_t item : **v) {
         if (out_of_range(static_cast<double>(item))) {
-          fail(fmt::format("{} = {}: expected every item {}", f.name(), format_value(f),
-                           range));
+          fail(fmt::format("{} = {}: expected every item {}", f.name(), format_value(f), range));
         }
       }
     }
@@ -274,73 +299,6 @@ void check_ranges(Config& config, const Unmatched& unmatched) {
                          fmt::join(choices, ", "), did_you_mean(word, choices)));
       }
     }
-  }
-}
-
-}  // namespace
-
-bool is_loopback_address(const std::string& host_port) {
-  std::string host = host_port.substr(0, host_port.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  in_addr v4{};
-  in6_addr v6{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-  return host == "localhost";
-}
-
-namespace {
-
-void check_address(const std::string& key, const std::string& address) {
-  size_t colon = address.rfind(':');
-  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < address.size();
-  int64_t port = 0;
-  for (size_t i = colon + 1; ok && i < address.size(); ++i) {
-    ok = std::isdigit(static_cast<unsigned char>(address[i])) && port <= 65535;
-    port = port * 10 + (address[i] - '0');
-  }
-  if (!ok || port > 65535) {
-    fail(fmt::format("{} = {}: expected HOST:PORT with a port in [0, 65535] (0: any free port)",
-                     key, quoted(address)));
-  }
-}
-
-void check_combinations(const Config& c) {
-  if (c.learner.batch_size >= c.learner.ring_slots) {
-    fail(fmt::format(
-        "learner.batch_size = {}: expected fewer than learner.ring_slots = {}, so actors can "
-        "write while the learner holds a batch",
-        c.learner.batch_size, c.learner.ring_slots));
-  }
-  if (c.loss.advantages == LossConfig::Advantages::kGae &&
-      c.loss.kind != LossConfig::Kind::kPpo) {
-    fail(fmt::format("loss.advantages = \"gae\": expected loss.kind = \"ppo\" (is {}); the "
-                     "IMPALA loss uses V-trace",
-                     quoted(to_string(c.loss.kind))));
-  }
-  if (c.server.tls_cert.empty() != c.server.tls_key.empty()) {
-    fail("server.tls_cert and server.tls_key: expected both set or both empty");
-  }
-  if (!c.server.tls_client_ca.empty() && c.server.tls_cert.empty()) {
-    fail("server.tls_client_ca: expected server.tls_cert and server.tls_key to be set too");
-  }
-  check_address("server.address", c.server.address);
-  if (!is_loopback_address(c.server.address) && c.server.token_file.empty()) {
-    fail(fmt::format("server.address = {}: a non-loopback address needs server.token_file set, "
-                     "so no one on the network can steer the job with a token they can read",
-                     quoted(c.server.address)));
-  }
-  bool name_ok = std::all_of(c.run.name.begin(), c.run.name.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
-  });
-  if (!name_ok || c.run.name == "." || c.run.name == "..") {
-    fail(fmt::format("run.name = {}: expected letters, digits, '-', '_' or '.'",
-                     quoted(c.run.name)));
-  }
-  if (c.env.name.empty() && c.env.plugin.empty()) {
-    fail("env.name = \"\": expected a built-in env name, or env.plugin set");
   }
 }
 
@@ -415,8 +373,7 @@ std::string to_toml(const Config& config) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", f.section);
       section = f.section;
     }
-    out += fmt::format("{:<22} # {}\n", fmt::format("{} = {}", f.key, format_value(f)),
-                       f.help);
+    out += fmt::format("{:<22} # {}\n", fmt::format("{} = {}", f.key, format_value(f)), f.help);
   }
   return out;
 }

@@ -50,9 +50,9 @@ struct LearnerConfig {
   enum class LrSchedule { kLinear, kConstant };
   enum class Device { kAuto, kCpu, kCuda };
 
-  int64_t batch_size = 2;        // B: unrolls per learner step
-  int64_t ring_slots = 16;       // unroll slots in the shared-memory ring
-  int64_t max_policy_lag = 16;   // unrolls older than this many versions are dropped
+  int64_t batch_size = 2;       // B: unrolls per learner step
+  int64_t ring_slots = 16;      // unroll slots in the shared-memory ring
+  int64_t max_policy_lag = 16;  // unrolls older than this many versions are dropped
   Optimizer optimizer = Optimizer::kAdam;
   double learning_rate = 7e-3;
   LrSchedule lr_schedule = LrSchedule::kLinear;  // decays to 0 at run.total_steps, or constant
@@ -68,13 +68,13 @@ struct LossConfig {
   enum class Advantages { kVtrace, kGae };
   enum class Reduction { kMean, kSum };
 
-  Kind kind = Kind::kImpala;  // impala (V-trace actor-critic) or ppo
+  Kind kind = Kind::kImpala;                    // impala (V-trace actor-critic) or ppo
   Advantages advantages = Advantages::kVtrace;  // PPO only: vtrace or gae
   double discount = 0.99;
   double reward_scale = 1.0;  // the learner trains on rewards × this (returns reported unscaled)
-  double rho_bar = 1.0;     // V-trace ρ̄: clips importance weights in the value targets
-  double c_bar = 1.0;       // V-trace c̄: clips the trace-cutting coefficients
-  double rho_pg_bar = 1.0;  // clips importance weights in the policy-gradient advantage
+  double rho_bar = 1.0;       // V-trace ρ̄: clips importance weights in the value targets
+  double c_bar = 1.0;         // V-trace c̄: clips the trace-cutting coefficients
+  double rho_pg_bar = 1.0;    // clips importance weights in the policy-gradient advantage
   double gae_lambda = 0.95;
   double ppo_clip = 0.2;
   double baseline_cost = 0.5;
@@ -86,8 +86,8 @@ struct ModelConfig {
   enum class Kind { kAuto, kMlp, kImpalaCnn };
   enum class Activation { kTanh, kRelu };
 
-  Kind kind = Kind::kAuto;  // mlp, impala_cnn, or auto (by observation rank)
-  std::vector<int64_t> hidden = {64, 64};  // MLP hidden layer widths
+  Kind kind = Kind::kAuto;                    // mlp, impala_cnn, or auto (by observation rank)
+  std::vector<int64_t> hidden = {64, 64};     // MLP hidden layer widths
   Activation activation = Activation::kTanh;  // tanh or relu
 };
 
@@ -107,7 +107,7 @@ constexpr ChoiceNames<2> names_of(ModelConfig::Activation) { return {"tanh", "re
 // A choice as its config word ("rmsprop"), for messages; "?" for a value
 // outside the enum (validate() refuses those).
 template <typename E>
-  requires requires(E e) { names_of(e); }
+requires requires(E e) { names_of(e); }
 constexpr std::string_view to_string(E choice) {
   const auto names = names_of(choice);
   const auto i = static_cast<size_t>(choice);
@@ -115,11 +115,11 @@ constexpr std::string_view to_string(E choice) {
 }
 
 struct RunConfig {
-  std::string name;              // empty: generated from the start time
-  std::string dir = "runs";      // runs live in <dir>/<name>/
+  std::string name;          // empty: generated from the start time
+  std::string dir = "runs";  // runs live in <dir>/<name>/
   int64_t seed = 1;
   int64_t total_steps = 20'000'000;  // env steps; the run stops there
-  double target_return = 475.0;      // stop when the mean return of 100 episodes reaches it; 0 = off
+  double target_return = 475.0;  // stop when the mean return of 100 episodes reaches it; 0 = off
   double checkpoint_interval_s = 60;
   int64_t keep_checkpoints = 3;
   double report_interval_s = 1.0;
@@ -130,7 +130,7 @@ struct ServerConfig {
   std::string token_file;                  // empty: generated into the run directory
   std::string tls_cert;
   std::string tls_key;
-  std::string tls_client_ca;  // set: clients must present a certificate it signed
+  std::string tls_client_ca;    // set: clients must present a certificate it signed
   int64_t metrics_port = 7454;  // Prometheus /metrics on loopback; 0 = any free port, -1 = off
 };
 

@@ -58,6 +58,15 @@ struct Field {
 // The table, with targets pointing into `config`. Sections in file order.
 std::vector<Field> fields(Config& config);
 
+// Throws UsageError("config: " + message).
+[[noreturn]] void fail(const std::string& message);
+
+// `s` as a TOML basic string, quotes and escapes included.
+std::string quoted(std::string_view s);
+
+// The checks that span keys (config_checks.cpp); fail() on the first broken.
+void check_combinations(const Config& config);
+
 // Names of the type a field holds, for error messages ("an integer", ...).
 std::string_view type_name(const Target& target);
 

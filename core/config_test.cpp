@@ -46,7 +46,8 @@ TEST(ConfigTest, FileValuesReplaceDefaults) {
     optimizer = "rmsprop"
     [model]
     hidden = [128, 32, 8]
-  )", "test.toml", {});
+  )",
+                          "test.toml", {});
   EXPECT_EQ(c.env.num_envs, 64);
   EXPECT_DOUBLE_EQ(c.learner.learning_rate, 3.0);
   EXPECT_EQ(c.learner.optimizer, LearnerConfig::Optimizer::kRmsprop);
@@ -100,9 +101,8 @@ TEST(ConfigTest, WrongTypeNamesKeyValueAndExpectedType) {
                {"loss.discount = \"high\"", "expected a number"});
   expect_names(error_of("[model]\nhidden = [64, \"x\"]\n"),
                {"model.hidden", "expected a list of integers"});
-  expect_names(
-      error_of("", {"actor.count=many"}),
-      {"--set actor.count=many", "actor.count = many", "expected \"auto\" or an integer"});
+  expect_names(error_of("", {"actor.count=many"}),
+               {"--set actor.count=many", "actor.count = many", "expected \"auto\" or an integer"});
 }
 
 TEST(ConfigTest, OutOfRangeNamesKeyValueAndRange) {
@@ -120,10 +120,10 @@ TEST(ConfigTest, UnknownChoiceListsTheChoices) {
 }
 
 TEST(ConfigTest, ChoicesAreEnumsReadAndPrintedAsTheirWords) {
-  Config c = parse_config("[learner]\noptimizer = \"nadam\"\n[model]\nactivation = 'relu'\n",
-                          "test.toml",
-                          {"learner.optimizer=rmsprop", "loss.kind=\"ppo\"", "loss.advantages=gae",
-                           "model.kind=impala_cnn", "learner.device=cpu"});
+  Config c =
+      parse_config("[learner]\noptimizer = \"nadam\"\n[model]\nactivation = 'relu'\n", "test.toml",
+                   {"learner.optimizer=rmsprop", "loss.kind=\"ppo\"", "loss.advantages=gae",
+                    "model.kind=impala_cnn", "learner.device=cpu"});
   EXPECT_EQ(c.learner.optimizer, LearnerConfig::Optimizer::kRmsprop)
       << "a later source replaces a word that named no choice";
   EXPECT_EQ(c.loss.kind, LossConfig::Kind::kPpo);
@@ -152,8 +152,7 @@ TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
   expect_names(error_of("", {"learner.batch_size=32", "learner.ring_slots=16"}),
                {"learner.batch_size = 32", "learner.ring_slots = 16"});
   expect_names(error_of("", {"loss.advantages=gae"}), {"loss.advantages", "loss.kind"});
-  expect_names(error_of("", {"server.tls_cert=cert.pem"}),
-               {"server.tls_cert", "server.tls_key"});
+  expect_names(error_of("", {"server.tls_cert=cert.pem"}), {"server.tls_cert", "server.tls_key"});
   expect_names(error_of("", {"server.address=localhost"}),
                {"server.address = \"localhost\"", "HOST:PORT"});
   expect_names(error_of("", {"server.address=127.0.0.1:99999"}), {"server.address"});

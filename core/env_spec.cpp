@@ -34,7 +34,8 @@ std::string EnvSpec::describe() const {
     for (int64_t d = 0; d < action_size; ++d) {
       bounds.push_back(fmt::format("[{}, {}]", action_low[d], action_high[d]));
     }
-    act = fmt::format("continuous actions float32[{}] in {}", action_size, fmt::join(bounds, " × "));
+    act =
+        fmt::format("continuous actions float32[{}] in {}", action_size, fmt::join(bounds, " × "));
   }
   std::string limit = max_episode_steps > 0 ? fmt::format("time limit {}", max_episode_steps)
                                             : std::string("no time limit");

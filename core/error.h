@@ -55,15 +55,15 @@ std::string concat(const Parts&... parts) {
 }  // namespace pronghorn
 
 // Throws pronghorn::Error(message parts...) unless `cond` holds.
-#define PRONGHORN_CHECK(cond, ...)                                         \
-  do {                                                                     \
+#define PRONGHORN_CHECK(cond, ...)                                                   \
+  do {                                                                               \
     if (!(cond)) throw ::pronghorn::Error(::pronghorn::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // Aborts with file and line unless `cond` holds. For invariants only.
-#define PRONGHORN_ASSERT(cond, ...)                                                    \
-  do {                                                                                 \
-    if (!(cond))                                                                       \
-      ::pronghorn::detail::assert_fail(#cond, __FILE__, __LINE__,                      \
-                                       ::pronghorn::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
+#define PRONGHORN_ASSERT(cond, ...)                                                               \
+  do {                                                                                            \
+    if (!(cond))                                                                                  \
+      ::pronghorn::detail::assert_fail(                                                           \
+          #cond, __FILE__, __LINE__, ::pronghorn::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

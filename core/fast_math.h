@@ -39,8 +39,7 @@ PRONGHORN_HD inline float fast_exp(float x) {
   const float clamped = min_f(max_f(x, -87.3f), 88.7f);  // NaN becomes 88.7, restored below
   // floor(y) for y = clamped·log2e + 0.5 ≥ −125.5 as truncation of y + 128 > 0:
   // floorf is a library call on baseline x86-64, truncation an instruction.
-  const float n =
-      static_cast<float>(static_cast<int32_t>(clamped * kLog2e + 0.5f + 128.0f) - 128);
+  const float n = static_cast<float>(static_cast<int32_t>(clamped * kLog2e + 0.5f + 128.0f) - 128);
   const float r = clamped - n * kLn2Hi - n * kLn2Lo;  // |r| ≤ ln2/2
   // e^r by its Taylor polynomial to r⁷ (Horner): error below 2⁻²⁴ for |r| ≤ 0.347.
   float p = 1.0f / 5040.0f;

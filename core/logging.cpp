@@ -30,8 +30,8 @@ void init_logging(std::string_view role, std::string_view level) {
                      std::string(kLogLevels));
   }
   current_role() = role;
-  auto logger = std::make_shared<spdlog::logger>(
-      std::string(role), std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>(std::string(role),
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern(pattern(role));
   logger->set_level(parsed);
   logger->flush_on(spdlog::level::warn);

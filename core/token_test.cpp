@@ -13,8 +13,7 @@ namespace pronghorn {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  std::string path =
-      ::testing::TempDir() + "/token-test-" + std::to_string(getpid()) + "-" + name;
+  std::string path = ::testing::TempDir() + "/token-test-" + std::to_string(getpid()) + "-" + name;
   std::filesystem::remove(path);
   return path;
 }

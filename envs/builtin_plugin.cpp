@@ -74,8 +74,13 @@ Exported::Exported() {
     r.max_episode_steps = spec.max_episode_steps;
     raw.push_back(r);
   }
-  table = {PRONGHORN_ENV_ABI_VERSION, static_cast<int32_t>(raw.size()), raw.data(),
-           create, reset, step, destroy};
+  table = {PRONGHORN_ENV_ABI_VERSION,
+           static_cast<int32_t>(raw.size()),
+           raw.data(),
+           create,
+           reset,
+           step,
+           destroy};
 }
 
 const Exported& exported() {
@@ -91,8 +96,8 @@ pronghorn_env* create(int32_t index, int64_t num_envs, uint64_t seed, int64_t ma
       write_error(error, error_size, "spec index out of range");
       return nullptr;
     }
-    return new pronghorn_env{pronghorn::envs::make_builtin_env(specs[index].name, num_envs, seed,
-                                                               max_episode_steps)};
+    return new pronghorn_env{
+        pronghorn::envs::make_builtin_env(specs[index].name, num_envs, seed, max_episode_steps)};
   } catch (const std::exception& e) {
     write_error(error, error_size, e.what());
     return nullptr;

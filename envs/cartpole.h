@@ -53,17 +53,27 @@ class CartPole final : public BatchEnv {
   // a step that takes |θ| past 12° (0.2094) ends the episode and resets it.
   static void small_angle_sin_cos(double theta, double& sin_theta, double& cos_theta) {
     const double t2 = theta * theta;
-    sin_theta = theta * (1 + t2 * (-1.0 / 6 + t2 * (1.0 / 120 + t2 * (-1.0 / 5040 +
-                t2 * (1.0 / 362880 + t2 * (-1.0 / 39916800))))));
-    cos_theta = 1 + t2 * (-1.0 / 2 + t2 * (1.0 / 24 + t2 * (-1.0 / 720 + t2 * (1.0 / 40320 +
-                t2 * (-1.0 / 3628800 + t2 * (1.0 / 479001600))))));
+    sin_theta =
+        theta * (1 + t2 * (-1.0 / 6 +
+                           t2 * (1.0 / 120 + t2 * (-1.0 / 5040 +
+                                                   t2 * (1.0 / 362880 + t2 * (-1.0 / 39916800))))));
+    cos_theta =
+        1 + t2 * (-1.0 / 2 +
+                  t2 * (1.0 / 24 +
+                        t2 * (-1.0 / 720 + t2 * (1.0 / 40320 +
+                                                 t2 * (-1.0 / 3628800 + t2 * (1.0 / 479001600))))));
   }
 
   CartPole(int64_t num_envs, uint64_t seed, int64_t max_episode_steps)
       : BatchEnv(make_spec(max_episode_steps), num_envs),
         limit_(spec().max_episode_steps),
-        x_(num_envs), x_dot_(num_envs), theta_(num_envs), theta_dot_(num_envs),
-        steps_(num_envs), done_(num_envs), rngs_(num_envs) {
+        x_(num_envs),
+        x_dot_(num_envs),
+        theta_(num_envs),
+        theta_dot_(num_envs),
+        steps_(num_envs),
+        done_(num_envs),
+        rngs_(num_envs) {
     for (int64_t i = 0; i < num_envs; ++i) rngs_[i] = Rng(seed, static_cast<uint64_t>(i));
   }
 
@@ -103,8 +113,8 @@ class CartPole final : public BatchEnv {
       theta[i] += kTau * theta_dot[i];
       theta_dot[i] += kTau * theta_acc;
       steps[i] += 1;
-      const uint8_t terminated =
-          (x[i] < -kXLimit) | (x[i] > kXLimit) | (theta[i] < -kThetaLimit) | (theta[i] > kThetaLimit);
+      const uint8_t terminated = (x[i] < -kXLimit) | (x[i] > kXLimit) | (theta[i] < -kThetaLimit) |
+                                 (theta[i] > kThetaLimit);
       const uint8_t truncated = steps[i] >= limit;
       terminated_out[i] = terminated;
       truncated_out[i] = truncated;
@@ -139,9 +149,9 @@ class CartPole final : public BatchEnv {
 
   const int64_t limit_;
   std::vector<double> x_, x_dot_, theta_, theta_dot_;  // [K] each
-  std::vector<int32_t> steps_;                          // [K] steps into the episode
-  std::vector<uint8_t> done_;                           // [K] scratch of pass 1
-  std::vector<Rng> rngs_;                               // [K]
+  std::vector<int32_t> steps_;                         // [K] steps into the episode
+  std::vector<uint8_t> done_;                          // [K] scratch of pass 1
+  std::vector<Rng> rngs_;                              // [K]
 };
 
 }  // namespace pronghorn::envs

@@ -92,9 +92,8 @@ void BatchEnv::check_actions(const void* actions) const {
     for (int64_t i = 0; i < num_envs_; ++i) ok &= (a[i] >= 0) & (a[i] < spec_.action_size);
     if (ok) return;
     for (int64_t i = 0; i < num_envs_; ++i) {
-      PRONGHORN_CHECK(a[i] >= 0 && a[i] < spec_.action_size, "env ", spec_.name, ": action ",
-                      a[i], " of env ", i, " is out of range: expected 0 to ",
-                      spec_.action_size - 1);
+      PRONGHORN_CHECK(a[i] >= 0 && a[i] < spec_.action_size, "env ", spec_.name, ": action ", a[i],
+                      " of env ", i, " is out of range: expected 0 to ", spec_.action_size - 1);
     }
     return;
   }
@@ -115,8 +114,8 @@ std::vector<EnvSpec> builtin_env_specs() {
   return {CartPole::make_spec(0), Pong::make_spec(0), Pendulum::make_spec(0)};
 }
 
-std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_envs,
-                                           uint64_t seed, int64_t max_episode_steps) {
+std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_envs, uint64_t seed,
+                                           int64_t max_episode_steps) {
   if (name == "cartpole") return std::make_unique<CartPole>(num_envs, seed, max_episode_steps);
   if (name == "pong") return std::make_unique<Pong>(num_envs, seed, max_episode_steps);
   if (name == "pendulum") return std::make_unique<Pendulum>(num_envs, seed, max_episode_steps);

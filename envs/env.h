@@ -79,8 +79,8 @@ class BatchEnv {
 
 // The built-in env called `name`, K = num_envs, time limit max_episode_steps
 // (0 keeps the env's own). Throws UsageError for an unknown name.
-std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_envs,
-                                           uint64_t seed, int64_t max_episode_steps);
+std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_envs, uint64_t seed,
+                                           int64_t max_episode_steps);
 
 // Specs of the built-in envs, with their default time limits.
 std::vector<EnvSpec> builtin_env_specs();

@@ -48,7 +48,10 @@ class Pendulum final : public BatchEnv {
   Pendulum(int64_t num_envs, uint64_t seed, int64_t max_episode_steps)
       : BatchEnv(make_spec(max_episode_steps), num_envs),
         limit_(spec().max_episode_steps),
-        theta_(num_envs), theta_dot_(num_envs), steps_(num_envs), rngs_(num_envs) {
+        theta_(num_envs),
+        theta_dot_(num_envs),
+        steps_(num_envs),
+        rngs_(num_envs) {
     for (int64_t i = 0; i < num_envs; ++i) rngs_[i] = Rng(seed, static_cast<uint64_t>(i));
   }
 
@@ -67,7 +70,8 @@ class Pendulum final : public BatchEnv {
       const double th_hat = normalize_angle(th);
       const double cost = th_hat * th_hat + 0.1 * th_dot * th_dot + 0.001 * u * u;
       double new_th_dot = th_dot + (3 * kGravity / (2 * kLength) * std::sin(th) +
-                                    3.0 / (kMass * kLength * kLength) * u) * kDt;
+                                    3.0 / (kMass * kLength * kLength) * u) *
+                                       kDt;
       new_th_dot = std::clamp(new_th_dot, -kMaxSpeed, kMaxSpeed);
       theta_[i] = th + new_th_dot * kDt;
       theta_dot_[i] = new_th_dot;

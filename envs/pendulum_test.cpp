@@ -40,8 +40,8 @@ TEST(PendulumTest, TransitionsMatchGymnasium) {
     for (int64_t i = 0; i < k; ++i) {
       double th = std::atan2(before[3 * i + 1], before[3 * i]);
       Next want = gymnasium_step(th, before[3 * i + 2], torque[i]);
-      const float* o = buf.truncated[i] ? buf.final_obs_as<float>() + 3 * i
-                                        : buf.obs_as<float>() + 3 * i;
+      const float* o =
+          buf.truncated[i] ? buf.final_obs_as<float>() + 3 * i : buf.obs_as<float>() + 3 * i;
       ASSERT_NEAR(buf.rewards[i], want.reward, 1e-5 * (1 + std::fabs(want.reward))) << t;
       ASSERT_NEAR(o[0], std::cos(want.theta), 1e-5) << "env " << i << " step " << t;
       ASSERT_NEAR(o[1], std::sin(want.theta), 1e-5) << "env " << i << " step " << t;

@@ -35,9 +35,9 @@ class PluginLibrary : public std::enable_shared_from_this<PluginLibrary> {
   PluginLibrary(std::string path, void* handle, const pronghorn_env_plugin* table);
 
   std::string path_;
-  void* handle_;                        // from dlopen
-  const pronghorn_env_plugin* table_;   // the plugin's static table
-  std::vector<EnvSpec> specs_;          // validated copies of table_->specs
+  void* handle_;                       // from dlopen
+  const pronghorn_env_plugin* table_;  // the plugin's static table
+  std::vector<EnvSpec> specs_;         // validated copies of table_->specs
 };
 
 }  // namespace pronghorn::envs

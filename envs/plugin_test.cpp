@@ -13,8 +13,8 @@ namespace {
 using pronghorn::testing::error_of;
 
 void expect_contains(const std::string& message, const std::string& part) {
-  EXPECT_NE(message.find(part), std::string::npos) << "\"" << message << "\" lacks \"" << part
-                                                   << "\"";
+  EXPECT_NE(message.find(part), std::string::npos)
+      << "\"" << message << "\" lacks \"" << part << "\"";
 }
 
 // Steps `a` and `b` with the same random actions; asserts identical outputs.
@@ -29,7 +29,8 @@ void expect_same_trajectories(BatchEnv& a, BatchEnv& b, int steps) {
   for (int t = 0; t < steps; ++t) {
     if (a.spec().action_kind == ActionKind::kDiscrete) {
       auto* act = reinterpret_cast<int32_t*>(actions.data());
-      for (int64_t i = 0; i < k; ++i) act[i] = rng.below(static_cast<uint32_t>(a.spec().action_size));
+      for (int64_t i = 0; i < k; ++i)
+        act[i] = rng.below(static_cast<uint32_t>(a.spec().action_size));
     } else {
       auto* act = reinterpret_cast<float*>(actions.data());
       for (int64_t i = 0; i < k * a.spec().action_size; ++i) {
@@ -91,7 +92,11 @@ TEST(PluginTest, MissingFile) {
 
 TEST(PluginTest, NotASharedLibrary) {
   std::string path = ::testing::TempDir() + "/not_a_library.so";
-  { FILE* f = std::fopen(path.c_str(), "w"); std::fputs("hello", f); std::fclose(f); }
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("hello", f);
+    std::fclose(f);
+  }
   expect_contains(error_of([&] { PluginLibrary::open(path); }), "cannot load");
   std::remove(path.c_str());
 }
@@ -113,8 +118,7 @@ TEST(PluginTest, InconsistentSpec) {
 }
 
 TEST(PluginTest, MissingFunction) {
-  expect_contains(error_of([] { PluginLibrary::open(PLUGIN_NO_STEP); }),
-                  "missing function step");
+  expect_contains(error_of([] { PluginLibrary::open(PLUGIN_NO_STEP); }), "missing function step");
 }
 
 TEST(PluginTest, ErrorsReturnedByThePluginCarryItsMessage) {

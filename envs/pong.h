@@ -23,9 +23,9 @@ namespace pronghorn::envs {
 
 class Pong final : public BatchEnv {
  public:
-  static constexpr int kSize = 32;              // the frame is kSize × kSize
-  static constexpr float kPaddleHalf = 3.0f;    // paddles are 6 pixels tall
-  static constexpr float kAgentSpeed = 1.5f;    // pixels per step
+  static constexpr int kSize = 32;            // the frame is kSize × kSize
+  static constexpr float kPaddleHalf = 3.0f;  // paddles are 6 pixels tall
+  static constexpr float kAgentSpeed = 1.5f;  // pixels per step
   static constexpr float kOpponentSpeed = 0.7f;
   static constexpr float kBallSpeedX = 1.2f;
   static constexpr int kAgentColumn = kSize - 2;
@@ -46,7 +46,8 @@ class Pong final : public BatchEnv {
 
   Pong(int64_t num_envs, uint64_t seed, int64_t max_episode_steps)
       : BatchEnv(make_spec(max_episode_steps), num_envs),
-        limit_(spec().max_episode_steps), games_(num_envs) {
+        limit_(spec().max_episode_steps),
+        games_(num_envs) {
     for (int64_t i = 0; i < num_envs; ++i) games_[i].rng = Rng(seed, static_cast<uint64_t>(i));
   }
 
@@ -84,8 +85,8 @@ class Pong final : public BatchEnv {
       draw(g, obs + i * kFrameBytes);
       if (out.terminated[i] || out.truncated[i]) {
         if (out.final_obs != nullptr) {
-          std::memcpy(static_cast<uint8_t*>(out.final_obs) + i * kFrameBytes,
-                      obs + i * kFrameBytes, kFrameBytes);
+          std::memcpy(static_cast<uint8_t*>(out.final_obs) + i * kFrameBytes, obs + i * kFrameBytes,
+                      kFrameBytes);
         }
         start_episode(i, obs);
       }

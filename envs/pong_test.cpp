@@ -74,14 +74,16 @@ TEST(PongTest, FrameShowsTwoPaddlesAndTheBall) {
 TEST(PongTest, TrackingTheBallBeatsRandomPlay) {
   Rng rng(5, 5);
   int random_episodes = 0, tracking_episodes = 0;
-  double random = mean_return([&](const uint8_t*, int, int64_t) {
-    return static_cast<int32_t>(rng.below(3));
-  }, 64, 3000, &random_episodes);
-  double tracking = mean_return([](const uint8_t* frame, int, int64_t) {
-    Seen s = look(frame);
-    if (s.ball_row < 0) return 0;
-    return s.ball_row < s.paddle_row - 1 ? 1 : s.ball_row > s.paddle_row + 1 ? 2 : 0;
-  }, 64, 3000, &tracking_episodes);
+  double random =
+      mean_return([&](const uint8_t*, int, int64_t) { return static_cast<int32_t>(rng.below(3)); },
+                  64, 3000, &random_episodes);
+  double tracking = mean_return(
+      [](const uint8_t* frame, int, int64_t) {
+        Seen s = look(frame);
+        if (s.ball_row < 0) return 0;
+        return s.ball_row < s.paddle_row - 1 ? 1 : s.ball_row > s.paddle_row + 1 ? 2 : 0;
+      },
+      64, 3000, &tracking_episodes);
   EXPECT_GT(random_episodes, 50);
   EXPECT_GT(tracking_episodes, 20);
   EXPECT_LT(random, -2.0) << "a random player loses almost every point";

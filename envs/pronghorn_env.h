@@ -71,21 +71,21 @@ enum { PRONGHORN_DTYPE_FLOAT32 = 0, PRONGHORN_DTYPE_UINT8 = 1 };
 enum { PRONGHORN_ACTION_DISCRETE = 0, PRONGHORN_ACTION_CONTINUOUS = 1 };
 
 typedef struct pronghorn_env_spec {
-  const char* name;                        /* unique within the plugin, e.g. "corridor" */
-  int32_t obs_dtype;                       /* PRONGHORN_DTYPE_* */
-  int32_t obs_rank;                        /* 1..PRONGHORN_ENV_MAX_RANK */
+  const char* name;  /* unique within the plugin, e.g. "corridor" */
+  int32_t obs_dtype; /* PRONGHORN_DTYPE_* */
+  int32_t obs_rank;  /* 1..PRONGHORN_ENV_MAX_RANK */
   int64_t obs_shape[PRONGHORN_ENV_MAX_RANK];
-  int32_t action_kind;                     /* PRONGHORN_ACTION_* */
-  int64_t action_size;                     /* discrete: number of actions; continuous: dims */
-  const float* action_low;                 /* continuous: [action_size]; discrete: NULL */
+  int32_t action_kind;     /* PRONGHORN_ACTION_* */
+  int64_t action_size;     /* discrete: number of actions; continuous: dims */
+  const float* action_low; /* continuous: [action_size]; discrete: NULL */
   const float* action_high;
-  int64_t max_episode_steps;               /* default time limit; 0 = none */
+  int64_t max_episode_steps; /* default time limit; 0 = none */
 } pronghorn_env_spec;
 
 typedef struct pronghorn_env pronghorn_env; /* the plugin's own state, opaque */
 
 typedef struct pronghorn_env_plugin {
-  uint32_t abi_version; /* PRONGHORN_ENV_ABI_VERSION the plugin was built with */
+  uint32_t abi_version;            /* PRONGHORN_ENV_ABI_VERSION the plugin was built with */
   int32_t num_specs;               /* 1..PRONGHORN_ENV_MAX_SPECS */
   const pronghorn_env_spec* specs; /* [num_specs] */
 

@@ -26,10 +26,10 @@ Accelerator probe_accelerator() {
 
 std::string describe(const Accelerator& a) {
   if (!a.cuda_built) return "CUDA: not built";
-  std::string line = fmt::format("CUDA: built for sm {} (runtime {}.{}, NCCL {}.{}.{}); ",
-                                 a.cuda_architectures, a.cuda_runtime_version / 1000,
-                                 a.cuda_runtime_version % 1000 / 10, a.nccl_version / 10000,
-                                 a.nccl_version % 10000 / 100, a.nccl_version % 100);
+  std::string line =
+      fmt::format("CUDA: built for sm {} (runtime {}.{}, NCCL {}.{}.{}); ", a.cuda_architectures,
+                  a.cuda_runtime_version / 1000, a.cuda_runtime_version % 1000 / 10,
+                  a.nccl_version / 10000, a.nccl_version % 10000 / 100, a.nccl_version % 100);
   if (a.device_count > 0) return line + fmt::format("{} device(s)", a.device_count);
   return line + "no device: " + a.unavailable;
 }

@@ -35,17 +35,15 @@ TEST_F(CudaTest, VtraceAndGaeMatchTheCpu) {
   const VtraceParams params{1.0f, 0.9f, 1.2f, 0.95f};
   VtraceResult cpu = vtrace_from_logits(logits, actions, behaviour, discounts, rewards, values,
                                         bootstrap, params, truncation);
-  VtraceResult gpu = vtrace_from_logits(cuda(logits), cuda(actions), cuda(behaviour),
-                                        cuda(discounts), cuda(rewards), cuda(values),
-                                        cuda(bootstrap), params,
-                                        {cuda(truncation.truncated), cuda(truncation.final_values)});
+  VtraceResult gpu = vtrace_from_logits(
+      cuda(logits), cuda(actions), cuda(behaviour), cuda(discounts), cuda(rewards), cuda(values),
+      cuda(bootstrap), params, {cuda(truncation.truncated), cuda(truncation.final_values)});
   EXPECT_TRUE(all_close(gpu.vs.cpu(), cpu.vs, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(gpu.pg_advantages.cpu(), cpu.pg_advantages, 1e-5, 1e-5));
   GaeResult cpu_gae = gae_from_logits(logits, actions, behaviour, discounts, rewards, values,
                                       bootstrap, params, truncation);
-  GaeResult gpu_gae = gae_from_logits(cuda(logits), cuda(actions), cuda(behaviour),
-                                      cuda(discounts), cuda(rewards), cuda(values),
-                                      cuda(bootstrap), params,
+  GaeResult gpu_gae = gae_from_logits(cuda(logits), cuda(actions), cuda(behaviour), cuda(discounts),
+                                      cuda(rewards), cuda(values), cuda(bootstrap), params,
                                       {cuda(truncation.truncated), cuda(truncation.final_values)});
   EXPECT_TRUE(all_close(gpu_gae.advantages.cpu(), cpu_gae.advantages, 1e-5, 1e-5));
 }
@@ -60,13 +58,15 @@ TEST_F(CudaTest, LossesAndGradientsMatchTheCpu) {
                targets = at::randn({T, B});
     LossOptions options;
     options.kind = kind;
-    at::Tensor cpu_logits = logits.clone().requires_grad_(), cpu_values = values.clone().requires_grad_();
+    at::Tensor cpu_logits = logits.clone().requires_grad_(),
+               cpu_values = values.clone().requires_grad_();
     at::Tensor gpu_logits = logits.to(at::kCUDA).requires_grad_();
     at::Tensor gpu_values = values.to(at::kCUDA).requires_grad_();
-    LossResult cpu = categorical_loss(cpu_logits, cpu_values, actions, behaviour, adv, targets, options);
-    LossResult gpu = categorical_loss(gpu_logits, gpu_values, actions.to(at::kCUDA),
-                                      behaviour.to(at::kCUDA), adv.to(at::kCUDA),
-                                      targets.to(at::kCUDA), options);
+    LossResult cpu =
+        categorical_loss(cpu_logits, cpu_values, actions, behaviour, adv, targets, options);
+    LossResult gpu =
+        categorical_loss(gpu_logits, gpu_values, actions.to(at::kCUDA), behaviour.to(at::kCUDA),
+                         adv.to(at::kCUDA), targets.to(at::kCUDA), options);
     cpu.total.backward();
     gpu.total.backward();
     EXPECT_TRUE(all_close(gpu.total.cpu(), cpu.total, 1e-5, 1e-6));

@@ -148,8 +148,7 @@ PRONGHORN_HD inline void categorical_loss_sample(const LossInputs& in, const Los
     entropy -= fast_exp(log_p) * log_p;
   }
   const float log_prob = logits[action] - log_sum;
-  const PolicyTerms t =
-      policy_terms(p, in.advantages[i], log_prob, log_ratio_at(in, i, log_prob));
+  const PolicyTerms t = policy_terms(p, in.advantages[i], log_prob, log_ratio_at(in, i, log_prob));
   for (int64_t a = 0; a < A; ++a) {
     const float log_p = logits[a] - log_sum;
     out.grad_policy[i * A + a] = categorical_logit_gradient(p, t.g, a == action, others / sum,
@@ -173,8 +172,7 @@ PRONGHORN_HD inline void gaussian_loss_sample(const LossInputs& in, const LossPa
     log_prob += -0.5f * z * z - log_std[d] - kHalfLog2Pi;
     entropy += log_std[d] + 0.5f + kHalfLog2Pi;
   }
-  const PolicyTerms t =
-      policy_terms(p, in.advantages[i], log_prob, log_ratio_at(in, i, log_prob));
+  const PolicyTerms t = policy_terms(p, in.advantages[i], log_prob, log_ratio_at(in, i, log_prob));
   const float g = t.g;
   // d log π/d μ = z/σ;  d log π/d log σ = z² − 1;  d H/d log σ = 1.
   for (int64_t d = 0; d < A; ++d) {

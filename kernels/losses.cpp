@@ -60,7 +60,8 @@ void prepare_sample_inputs(Call& c, const at::Tensor& values, const at::Tensor& 
   c.raw.value_targets = keep_float(c, targets, "value_targets", tb);
   PRONGHORN_CHECK(options.kind != LossKind::kPpo || behaviour.defined(),
                   "behaviour_log_probs: the PPO loss needs them, got none");
-  if (behaviour.defined()) c.raw.behaviour_log_probs = keep_float(c, behaviour, "behaviour_log_probs", tb);
+  if (behaviour.defined())
+    c.raw.behaviour_log_probs = keep_float(c, behaviour, "behaviour_log_probs", tb);
 }
 
 LossParams params_for(const LossOptions& options, int64_t n) {
@@ -169,8 +170,8 @@ LossResult gaussian_loss(const at::Tensor& mean, const at::Tensor& log_std,
   at::Tensor grad_values = at::empty(tb, options_f);
   at::Tensor terms = at::empty({kLossTerms, c.raw.N}, options_f);
   run(c, params_for(options, c.raw.N),
-      {grad_mean.data_ptr<float>(), grad_log_std.data_ptr<float>(),
-       grad_values.data_ptr<float>(), terms.data_ptr<float>()});
+      {grad_mean.data_ptr<float>(), grad_log_std.data_ptr<float>(), grad_values.data_ptr<float>(),
+       terms.data_ptr<float>()});
   LossResult r = reduce(terms, options);
   r.total = AttachGradient::apply(r.total, mean, grad_mean);
   r.total = AttachGradient::apply(r.total, log_std, grad_log_std);

@@ -29,8 +29,8 @@ const char* launch_status() {
 
 }  // namespace
 
-const char* categorical_loss(const LossInputs& in, const LossParams& params,
-                             const LossOutputs& out, void* stream) {
+const char* categorical_loss(const LossInputs& in, const LossParams& params, const LossOutputs& out,
+                             void* stream) {
   if (in.N == 0) return nullptr;
   categorical_kernel<<<blocks_for(in.N), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       in, params, out);
@@ -40,8 +40,8 @@ const char* categorical_loss(const LossInputs& in, const LossParams& params,
 const char* gaussian_loss(const LossInputs& in, const LossParams& params, const LossOutputs& out,
                           void* stream) {
   if (in.N == 0) return nullptr;
-  gaussian_kernel<<<blocks_for(in.N), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      in, params, out);
+  gaussian_kernel<<<blocks_for(in.N), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(in, params,
+                                                                                        out);
   return launch_status();
 }
 

@@ -1,16 +1,16 @@
 // CPU face of the fused losses. Categorical: blocks of samples, each step of
 // the shared math (loss_math.h) run action by action across the block so the
 // compiler vectorises across samples; the CUDA kernel runs the same steps one
-// sample per thread (categorical_loss_sample). Gaussian: one sample at a time. Blocks are spread over
-// LibTorch's intra-op threads; the loops are multiversioned for AVX-512 and
-// AVX2 (PRONGHORN_VECTOR_CLONES, core/hd.h).
+// sample per thread (categorical_loss_sample). Gaussian: one sample at a time. Blocks are spread
+// over LibTorch's intra-op threads; the loops are multiversioned for AVX-512 and AVX2
+// (PRONGHORN_VECTOR_CLONES, core/hd.h).
+#include "kernels/losses_cpu.h"
+
 #include <ATen/Parallel.h>
 
 #include <array>
 #include <atomic>
 #include <vector>
-
-#include "kernels/losses_cpu.h"
 
 namespace pronghorn::kernels::cpu {
 namespace {
@@ -117,8 +117,7 @@ PRONGHORN_VECTOR_CLONES bool categorical_blocks(const LossInputs& in, const Loss
 }
 
 PRONGHORN_VECTOR_CLONES void gaussian_samples(const LossInputs& in, const LossParams& p,
-                                              int64_t first, int64_t last,
-                                              const LossOutputs& out) {
+                                              int64_t first, int64_t last, const LossOutputs& out) {
   for (int64_t i = first; i < last; ++i) gaussian_loss_sample(in, p, i, out);
 }
 

@@ -7,8 +7,8 @@
 namespace pronghorn::kernels::cuda {
 
 // One thread per sample; `stream` is a cudaStream_t (nullptr: default).
-const char* categorical_loss(const LossInputs& in, const LossParams& params,
-                             const LossOutputs& out, void* stream);
+const char* categorical_loss(const LossInputs& in, const LossParams& params, const LossOutputs& out,
+                             void* stream);
 const char* gaussian_loss(const LossInputs& in, const LossParams& params, const LossOutputs& out,
                           void* stream);
 

@@ -29,8 +29,8 @@ Reference reference_from(const at::Tensor& log_pi, const at::Tensor& entropy,
                          const LossOptions& o) {
   auto reduce = [&](const at::Tensor& t) { return o.mean_reduction ? t.mean() : t.sum(); };
   at::Tensor adv = advantages.to(at::kDouble);
-  at::Tensor log_ratio = behaviour.defined() ? log_pi - behaviour.to(at::kDouble)
-                                             : at::zeros_like(log_pi);
+  at::Tensor log_ratio =
+      behaviour.defined() ? log_pi - behaviour.to(at::kDouble) : at::zeros_like(log_pi);
   at::Tensor ratio = log_ratio.exp();
   at::Tensor policy;
   if (o.kind == LossKind::kImpala) {
@@ -123,10 +123,10 @@ TEST_P(LossGridTest, CategoricalMatchesReferenceAndAutograd) {
     const double rtol = c.extreme ? 1e-3 : 1e-4;
     expect_terms(got, want, rtol);
     got.total.backward();
-    EXPECT_TRUE(all_close(logits.grad(), want_grads[0], rtol,
-                          gradient_tolerance(c, want_grads[0]))) << "d total / d logits";
-    EXPECT_TRUE(all_close(values.grad(), want_grads[1], rtol,
-                          gradient_tolerance(c, want_grads[1]))) << "d total / d values";
+    EXPECT_TRUE(all_close(logits.grad(), want_grads[0], rtol, gradient_tolerance(c, want_grads[0])))
+        << "d total / d logits";
+    EXPECT_TRUE(all_close(values.grad(), want_grads[1], rtol, gradient_tolerance(c, want_grads[1])))
+        << "d total / d values";
   }
 }
 
@@ -160,15 +160,17 @@ TEST_P(LossGridTest, GaussianMatchesReferenceAndAutograd) {
     got.total.backward();
     EXPECT_TRUE(all_close(mean.grad(), want_grads[0], rtol, gradient_tolerance(c, want_grads[0])))
         << "d total / d mean";
-    EXPECT_TRUE(all_close(log_std.grad(), want_grads[1], rtol,
-                          gradient_tolerance(c, want_grads[1]))) << "d total / d log_std";
-    EXPECT_TRUE(all_close(values.grad(), want_grads[2], rtol,
-                          gradient_tolerance(c, want_grads[2]))) << "d total / d values";
+    EXPECT_TRUE(
+        all_close(log_std.grad(), want_grads[1], rtol, gradient_tolerance(c, want_grads[1])))
+        << "d total / d log_std";
+    EXPECT_TRUE(all_close(values.grad(), want_grads[2], rtol, gradient_tolerance(c, want_grads[2])))
+        << "d total / d values";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LossGridTest,
-                         ::testing::Combine(::testing::Values(1, 5, 80), ::testing::Values(1, 7, 256),
+                         ::testing::Combine(::testing::Values(1, 5, 80),
+                                            ::testing::Values(1, 7, 256),
                                             ::testing::Values(1, 2, 18)));
 
 TEST(LossTest, GradientsFlowIntoTheModelThatMadeTheLogits) {
@@ -181,7 +183,8 @@ TEST(LossTest, GradientsFlowIntoTheModelThatMadeTheLogits) {
   at::Tensor actions = at::randint(0, 3, {5, 2}, at::kLong);
   at::Tensor adv = at::randn({5, 2});
   LossOptions o;
-  categorical_loss(logits, values, actions, at::Tensor(), adv, at::zeros({5, 2}), o).total.backward();
+  categorical_loss(logits, values, actions, at::Tensor(), adv, at::zeros({5, 2}), o)
+      .total.backward();
   at::Tensor w64 = w.detach().to(at::kDouble).requires_grad_();
   at::Tensor log_p = at::log_softmax(at::matmul(x.to(at::kDouble), w64), -1);
   at::Tensor log_pi = log_p.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
@@ -204,10 +207,11 @@ TEST(LossTest, PpoWithoutBehaviourLogProbsIsAnError) {
 TEST(LossTest, BadShapesNameTheArgument) {
   at::Tensor t = at::zeros({2, 3});
   LossOptions o;
-  EXPECT_EQ(pronghorn::testing::error_of([&] {
-              categorical_loss(at::zeros({2, 3, 4}), at::zeros({3, 2}), t.to(at::kLong), t, t, t, o);
-            }),
-            "values: expected shape [2, 3], got [3, 2]");
+  EXPECT_EQ(
+      pronghorn::testing::error_of([&] {
+        categorical_loss(at::zeros({2, 3, 4}), at::zeros({3, 2}), t.to(at::kLong), t, t, t, o);
+      }),
+      "values: expected shape [2, 3], got [3, 2]");
   EXPECT_EQ(pronghorn::testing::error_of([&] {
               gaussian_loss(at::zeros({2, 3, 1}), at::zeros({2, 3, 2}), t, t, t, t, t, o);
             }),

@@ -14,14 +14,16 @@
 namespace pronghorn::kernels {
 namespace {
 
-std::string shape_text(at::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_text(at::IntArrayRef shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 void check_common(const at::Tensor& t, const char* name, const std::vector<int64_t>& shape,
                   const at::Device& device) {
   PRONGHORN_CHECK(t.defined(), name, ": expected a tensor of shape ", shape_text(shape),
                   ", got none");
-  PRONGHORN_CHECK(t.sizes() == at::IntArrayRef(shape), name, ": expected shape ",
-                  shape_text(shape), ", got ", shape_text(t.sizes()));
+  PRONGHORN_CHECK(t.sizes() == at::IntArrayRef(shape), name, ": expected shape ", shape_text(shape),
+                  ", got ", shape_text(t.sizes()));
   PRONGHORN_CHECK(t.device() == device, name, ": expected a tensor on ", device.str(), ", got ",
                   t.device().str());
 }

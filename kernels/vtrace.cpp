@@ -50,8 +50,9 @@ Prepared prepare_from_logits(const at::Tensor& target_logits, const at::Tensor& 
                              const at::Tensor& behaviour_log_probs) {
   PRONGHORN_CHECK(target_logits.defined() && target_logits.dim() == 3,
                   "target_logits: expected shape [T, B, A]",
-                  target_logits.defined() ? ", got " + std::to_string(target_logits.dim()) +
-                                                " dimensions" : std::string(", got none"));
+                  target_logits.defined()
+                      ? ", got " + std::to_string(target_logits.dim()) + " dimensions"
+                      : std::string(", got none"));
   Prepared p;
   p.device = target_logits.device();
   p.raw.T = target_logits.size(0);
@@ -81,8 +82,8 @@ std::array<at::Tensor, 3> run(Prepared& p, const VtraceParams& params, bool gae,
   AdvantageOutputs out{result[0].data_ptr<float>(), result[1].data_ptr<float>(),
                        result[2].data_ptr<float>()};
   if (p.device.is_cpu()) {
-    PRONGHORN_CHECK(cpu::advantages(p.raw, params, gae, out), "actions: expected every action in [0, ",
-                    p.raw.A, ")");
+    PRONGHORN_CHECK(cpu::advantages(p.raw, params, gae, out),
+                    "actions: expected every action in [0, ", p.raw.A, ")");
     return result;
   }
 #ifdef PRONGHORN_WITH_CUDA
@@ -95,10 +96,10 @@ std::array<at::Tensor, 3> run(Prepared& p, const VtraceParams& params, bool gae,
 }  // namespace
 
 VtraceResult vtrace_from_logits(const at::Tensor& target_logits, const at::Tensor& actions,
-                                const at::Tensor& behaviour_log_probs,
-                                const at::Tensor& discounts, const at::Tensor& rewards,
-                                const at::Tensor& values, const at::Tensor& bootstrap_values,
-                                const VtraceParams& params, const Truncation& truncation) {
+                                const at::Tensor& behaviour_log_probs, const at::Tensor& discounts,
+                                const at::Tensor& rewards, const at::Tensor& values,
+                                const at::Tensor& bootstrap_values, const VtraceParams& params,
+                                const Truncation& truncation) {
   Prepared p = prepare_from_logits(target_logits, actions, behaviour_log_probs);
   prepare_common(p, discounts, rewards, values, bootstrap_values, truncation);
   auto [vs, pg, rhos] = run(p, params, /*gae=*/false, "vtrace");

@@ -22,7 +22,7 @@ const char* advantages(const AdvantageInputs& in, const VtraceParams& params, bo
   constexpr int kThreads = 128;
   const int blocks = static_cast<int>((in.B + kThreads - 1) / kThreads);
   advantage_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(in, params, gae,
-                                                                              out);
+                                                                               out);
   cudaError_t status = cudaGetLastError();
   return status == cudaSuccess ? nullptr : cudaGetErrorString(status);
 }

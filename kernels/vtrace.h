@@ -45,10 +45,10 @@ struct GaeResult {
 };
 
 VtraceResult vtrace_from_logits(const at::Tensor& target_logits, const at::Tensor& actions,
-                                const at::Tensor& behaviour_log_probs,
-                                const at::Tensor& discounts, const at::Tensor& rewards,
-                                const at::Tensor& values, const at::Tensor& bootstrap_values,
-                                const VtraceParams& params, const Truncation& truncation = {});
+                                const at::Tensor& behaviour_log_probs, const at::Tensor& discounts,
+                                const at::Tensor& rewards, const at::Tensor& values,
+                                const at::Tensor& bootstrap_values, const VtraceParams& params,
+                                const Truncation& truncation = {});
 
 VtraceResult vtrace_from_log_rhos(const at::Tensor& log_rhos, const at::Tensor& discounts,
                                   const at::Tensor& rewards, const at::Tensor& values,

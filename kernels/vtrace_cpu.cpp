@@ -4,12 +4,12 @@
 // are spread over LibTorch's intra-op threads. The log-softmax of a row of
 // columns runs action by action for the same reason, and finishes with the
 // shared log_softmax_finish.
+#include "kernels/vtrace_cpu.h"
+
 #include <ATen/Parallel.h>
 
 #include <array>
 #include <atomic>
-
-#include "kernels/vtrace_cpu.h"
 
 namespace pronghorn::kernels::cpu {
 namespace {
@@ -106,8 +106,8 @@ bool advantages(const AdvantageInputs& in, const VtraceParams& params, bool gae,
                 const AdvantageOutputs& out) {
   const int64_t blocks = (in.B + kBlock - 1) / kBlock;
   // A block costs about kBlock·T·(A + 10) flops; a few blocks per task.
-  const int64_t grain = std::max<int64_t>(1, 262144 / (kBlock * std::max<int64_t>(1, in.T) *
-                                                       (in.A + 10)));
+  const int64_t grain =
+      std::max<int64_t>(1, 262144 / (kBlock * std::max<int64_t>(1, in.T) * (in.A + 10)));
   std::atomic<bool> valid{true};
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
     if (!scan_blocks(in, params, gae, begin, end, out)) valid = false;

@@ -45,10 +45,10 @@ struct AdvantageInputs {
   const float* log_rhos = nullptr;             // instead of the three above
   const float* discounts = nullptr;            // γ·(1 − terminated)
   const float* rewards = nullptr;
-  const float* values = nullptr;               // V(x_t) under the learner's model
-  const float* bootstrap_values = nullptr;     // [B]: V(x_T)
-  const float* truncated = nullptr;     // 1 where a time limit cut the episode, else 0
-  const float* final_values = nullptr;  // used where truncated
+  const float* values = nullptr;            // V(x_t) under the learner's model
+  const float* bootstrap_values = nullptr;  // [B]: V(x_T)
+  const float* truncated = nullptr;         // 1 where a time limit cut the episode, else 0
+  const float* final_values = nullptr;      // used where truncated
 };
 
 // Outputs [T, B]. V-trace: first = vs, second = pg advantages.
@@ -137,8 +137,7 @@ PRONGHORN_HD inline void advantage_column(const AdvantageInputs& in, const Vtrac
   ScanCarry c = scan_start(in, b);
   for (int64_t t = in.T - 1; t >= 0; --t) {
     const int64_t i = t * in.B + b;
-    scan_step(in, p, gae, i, log_rho_at(in, i), truncated_at(in, i), final_value_at(in, i), c,
-              out);
+    scan_step(in, p, gae, i, log_rho_at(in, i), truncated_at(in, i), final_value_at(in, i), c, out);
   }
 }
 

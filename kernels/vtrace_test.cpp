@@ -30,8 +30,8 @@ Batch random_batch(int64_t T, int64_t B, int64_t A, Ends ends, uint64_t seed) {
   b.actions = at::randint(0, A, {T, B}, at::kLong);
   at::Tensor target_log_probs =
       at::log_softmax(b.logits.to(at::kDouble), -1).gather(-1, b.actions.unsqueeze(-1)).squeeze(-1);
-  at::Tensor shift = ends == Ends::kExtremeRatios ? (at::rand({T, B}) * 40 - 20)
-                                                  : at::randn({T, B}) * 0.5;
+  at::Tensor shift =
+      ends == Ends::kExtremeRatios ? (at::rand({T, B}) * 40 - 20) : at::randn({T, B}) * 0.5;
   b.behaviour = (target_log_probs - shift.to(at::kDouble)).to(at::kFloat);
   at::Tensor terminated = ends == Ends::kAll    ? at::ones({T, B})
                           : ends == Ends::kNone ? at::zeros({T, B})
@@ -104,24 +104,22 @@ TEST_P(VtraceGridTest, MatchesTheLiteralSumsInFloat64) {
                             /*lambda=*/0.95f};
   for (Ends ends : {Ends::kNone, Ends::kAll, Ends::kRandomWithTruncation, Ends::kExtremeRatios,
                     Ends::kLargeLogits}) {
-    SCOPED_TRACE("T=" + std::to_string(T) + " B=" + std::to_string(B) + " A=" +
-                 std::to_string(A) + " ends=" + std::to_string(static_cast<int>(ends)));
+    SCOPED_TRACE("T=" + std::to_string(T) + " B=" + std::to_string(B) + " A=" + std::to_string(A) +
+                 " ends=" + std::to_string(static_cast<int>(ends)));
     Batch b = random_batch(T, B, A, ends, 1000 * T + 10 * B + A);
     at::Tensor log_rhos = log_rhos_of(b);
     // Float32 accumulates over up to 80 steps: compare at 1e-4 relative.
     const double rtol = 1e-4, atol = 1e-4;
 
     Reference want = reference(b, log_rhos, params, /*gae=*/false);
-    VtraceResult got = vtrace_from_logits(b.logits, b.actions, b.behaviour, b.discounts,
-                                          b.rewards, b.values, b.bootstrap, params,
-                                          truncation_of(b));
+    VtraceResult got = vtrace_from_logits(b.logits, b.actions, b.behaviour, b.discounts, b.rewards,
+                                          b.values, b.bootstrap, params, truncation_of(b));
     EXPECT_TRUE(all_close(got.vs, want.first, rtol, atol)) << "vs";
     EXPECT_TRUE(all_close(got.pg_advantages, want.second, rtol, atol)) << "pg_advantages";
     EXPECT_TRUE(all_close(got.clipped_rhos, want.rhos, rtol, 1e-6)) << "clipped_rhos";
 
-    VtraceResult from_rhos = vtrace_from_log_rhos(log_rhos.to(at::kFloat), b.discounts,
-                                                  b.rewards, b.values, b.bootstrap, params,
-                                                  truncation_of(b));
+    VtraceResult from_rhos = vtrace_from_log_rhos(log_rhos.to(at::kFloat), b.discounts, b.rewards,
+                                                  b.values, b.bootstrap, params, truncation_of(b));
     EXPECT_TRUE(all_close(from_rhos.vs, want.first, rtol, atol)) << "vs from log_rhos";
 
     Reference want_gae = reference(b, log_rhos, params, /*gae=*/true);
@@ -133,7 +131,8 @@ TEST_P(VtraceGridTest, MatchesTheLiteralSumsInFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, VtraceGridTest,
-                         ::testing::Combine(::testing::Values(1, 5, 80), ::testing::Values(1, 7, 256),
+                         ::testing::Combine(::testing::Values(1, 5, 80),
+                                            ::testing::Values(1, 7, 256),
                                             ::testing::Values(1, 2, 18)));
 
 TEST(VtraceTest, ReproducesTheImpalaReferenceCase) {

@@ -26,8 +26,9 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
     const buffer::ConstSlotView slot(s.data, layout);
     obs.push_back(
         view(slot.obs, obs_shape, spec.obs_dtype == Dtype::kFloat32 ? at::kFloat : at::kByte));
-    actions.push_back(continuous ? view(slot.continuous_actions, {T, K, spec.action_size}, at::kFloat)
-                                 : view(slot.discrete_actions, {T, K}, at::kInt));
+    actions.push_back(continuous
+                          ? view(slot.continuous_actions, {T, K, spec.action_size}, at::kFloat)
+                          : view(slot.discrete_actions, {T, K}, at::kInt));
     rewards.push_back(view(slot.rewards, {T, K}, at::kFloat));
     terminated.push_back(view(slot.terminated, {T, K}, at::kByte));
     truncated.push_back(view(slot.truncated, {T, K}, at::kByte));

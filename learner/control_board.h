@@ -24,9 +24,9 @@ namespace pronghorn::learner {
 struct ControlRequest {
   enum class Kind { kScaleActors, kSaveCheckpoint, kStop };
   Kind kind = Kind::kSaveCheckpoint;
-  int actors = 0;         // kScaleActors: the count wanted
+  int actors = 0;              // kScaleActors: the count wanted
   bool oversubscribe = false;  // kScaleActors: past what the node's cores and memory hold
-  bool graceful = false;  // kStop: checkpoint first
+  bool graceful = false;       // kStop: checkpoint first
 };
 
 struct ControlReply {

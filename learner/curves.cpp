@@ -39,7 +39,8 @@ std::string panel(const std::vector<CurvePoint>& points, double (*x_of)(const Cu
   out += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text>)",
                      left + kMargin + (kPanelWidth - kMargin) / 2, y0 + 30, x_label);
   std::string line;
-  for (const CurvePoint& p : points) line += fmt::format("{:.1f},{:.1f} ", sx(x_of(p)), sy(p.return_mean));
+  for (const CurvePoint& p : points)
+    line += fmt::format("{:.1f},{:.1f} ", sx(x_of(p)), sy(p.return_mean));
   out += fmt::format(R"(<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{}"/>)",
                      line);
   return out;
@@ -54,11 +55,13 @@ void write_curves_svg(const std::string& path, const std::string& title,
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif">)",
       width, height);
   svg += R"(<rect width="100%" height="100%" fill="white"/>)";
-  svg += fmt::format(R"(<text x="{}" y="14" font-size="13" text-anchor="middle">{}: mean return of the last 100 episodes</text>)",
-                     width / 2, title);
-  svg += panel(points, [](const CurvePoint& p) { return p.env_steps; }, "env steps", 0);
-  svg += panel(points, [](const CurvePoint& p) { return p.seconds; }, "wall time (s)",
-               kPanelWidth + 20);
+  svg += fmt::format(
+      R"(<text x="{}" y="14" font-size="13" text-anchor="middle">{}: mean return of the last 100 episodes</text>)",
+      width / 2, title);
+  svg += panel(
+      points, [](const CurvePoint& p) { return p.env_steps; }, "env steps", 0);
+  svg += panel(
+      points, [](const CurvePoint& p) { return p.seconds; }, "wall time (s)", kPanelWidth + 20);
   svg += "</svg>\n";
   // Not flushed to disk (it is redrawn every report); a failed write (a full
   // disk) leaves the old picture and no temporary file.

@@ -16,7 +16,6 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/fnv.h"
-#include "model/tensor_runtime.h"
 #include "envs/env.h"
 #include "learner/actor_capacity.h"
 #include "learner/batch_prefetcher.h"
@@ -28,6 +27,7 @@
 #include "learner/run_status.h"
 #include "learner/supervisor.h"
 #include "learner/trainer.h"
+#include "model/tensor_runtime.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -141,15 +141,16 @@ class Learner::Loop {
 
 void Learner::Loop::start_actors() {
   const int actors = initial_actors_;
-  supervisor_.emplace(std::vector<std::string>{"actor", "--ring", ring_name_, "--slab", slab_name_,
-                                               "--config", o_.run_dir + "/config.toml",
-                                               "--learner-pid", std::to_string(getpid())},
-                      actors,
-                      SupervisorOptions{.limits = {c_.actor.max_crashes,
-                                                   as_duration(c_.actor.stall_timeout_s)}});
+  supervisor_.emplace(
+      std::vector<std::string>{"actor", "--ring", ring_name_, "--slab", slab_name_, "--config",
+                               o_.run_dir + "/config.toml", "--learner-pid",
+                               std::to_string(getpid())},
+      actors,
+      SupervisorOptions{.limits = {c_.actor.max_crashes, as_duration(c_.actor.stall_timeout_s)}});
   prefetcher_.emplace(*ring_, spec_, c_, version_);
-  spdlog::info("training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
-               c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
+  spdlog::info(
+      "training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
+      c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
 }
 
 void Learner::Loop::resume() {
@@ -289,8 +290,8 @@ TrainResult Learner::Loop::run() {
       try {
         checkpoint();
       } catch (const Error& e) {  // a full disk: training goes on, the checkpoint is retried
-        const auto retry = std::min(as_duration(c_.run.checkpoint_interval_s),
-                                    as_duration(kCheckpointRetryS));
+        const auto retry =
+            std::min(as_duration(c_.run.checkpoint_interval_s), as_duration(kCheckpointRetryS));
         spdlog::error("{}; training goes on, next try in {:.0f} s", e.what(), seconds(retry));
         next_checkpoint = now + retry;
       }

@@ -29,9 +29,9 @@ constexpr size_t kRecentEpisodes = 100;
 struct RunStats {
   uint64_t env_steps = 0, learner_steps = 0, episodes = 0;  // since the run began
   uint64_t unrolls = 0, lag_sum = 0, lag_max = 0;           // since this learner started
-  uint64_t untrained_unrolls = 0;  // taken after the run finished, not trained on
-  std::deque<float> recent;                                 // returns of the last episodes
-  std::deque<int32_t> recent_lengths;                       // and their lengths
+  uint64_t untrained_unrolls = 0;      // taken after the run finished, not trained on
+  std::deque<float> recent;            // returns of the last episodes
+  std::deque<int32_t> recent_lengths;  // and their lengths
   StepStats last;
   double sps = 0, learner_steps_per_s = 0;  // over the last report interval
   std::string last_checkpoint;

@@ -19,7 +19,7 @@ at::Device learner_device(LearnerConfig::Device setting) {
                     "(a CPU build of LibTorch, or no GPU visible); use \"auto\" or \"cpu\"");
   }
   return setting == LearnerConfig::Device::kCpu || !cuda ? at::Device(at::kCPU)
-                                                          : at::Device(at::kCUDA);
+                                                         : at::Device(at::kCUDA);
 }
 
 }  // namespace
@@ -34,8 +34,8 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
   model_->to(device_);  // before the optimizer takes its parameters
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
                     static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
-  loss_options_.kind = c.loss.kind == LossConfig::Kind::kPpo ? kernels::LossKind::kPpo
-                                                             : kernels::LossKind::kImpala;
+  loss_options_.kind =
+      c.loss.kind == LossConfig::Kind::kPpo ? kernels::LossKind::kPpo : kernels::LossKind::kImpala;
   loss_options_.baseline_cost = static_cast<float>(c.loss.baseline_cost);
   loss_options_.entropy_cost = static_cast<float>(c.loss.entropy_cost);
   loss_options_.ppo_clip = static_cast<float>(c.loss.ppo_clip);
@@ -149,10 +149,10 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
                   ", value ", s.value, ", entropy ", s.entropy, ", gradient norm ", s.grad_norm,
                   "); the weights were not updated. A learning rate or loss.reward_scale too "
                   "large makes this");
-  const double lr = c_.learner.learning_rate *
-                    (c_.learner.lr_schedule == LearnerConfig::LrSchedule::kLinear
-                         ? std::max(0.0, 1.0 - progress)
-                         : 1.0);
+  const double lr =
+      c_.learner.learning_rate * (c_.learner.lr_schedule == LearnerConfig::LrSchedule::kLinear
+                                      ? std::max(0.0, 1.0 - progress)
+                                      : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   optimizer_->step();
   s.optimizer_s = seconds_since(optimizer_start);

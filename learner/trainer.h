@@ -13,10 +13,10 @@
 
 #include "core/config.h"
 #include "core/env_spec.h"
-#include "learner/batch.h"
-#include "model/policy.h"
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
+#include "learner/batch.h"
+#include "model/policy.h"
 
 namespace pronghorn::learner {
 

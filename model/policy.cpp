@@ -2,15 +2,15 @@
 
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/container/functional.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 
 #include <cstring>
 
-#include "model/activation.h"
 #include "core/error.h"
+#include "model/activation.h"
 
 namespace pronghorn {
 
@@ -85,8 +85,10 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
   }
   for (int64_t units : spec.hidden) {
     torso->push_back(torch::nn::Linear(width, units));
-    if (spec.activation == ModelConfig::Activation::kRelu) torso->push_back(torch::nn::ReLU());
-    else torso->push_back(torch::nn::Functional(tanh_activation));
+    if (spec.activation == ModelConfig::Activation::kRelu)
+      torso->push_back(torch::nn::ReLU());
+    else
+      torso->push_back(torch::nn::Functional(tanh_activation));
     width = units;
   }
   torso_ = register_module("torso", torso);

@@ -17,10 +17,10 @@ at::Tensor observation_tensor(const void* data, const EnvSpec& spec, int64_t row
 
 // Where sample_actions() writes, one row per observation (N rows).
 struct ActionsOut {
-  int32_t* discrete = nullptr;    // [N] (discrete envs)
-  float* continuous = nullptr;    // [N, D] the sample itself, unclipped (continuous envs)
-  float* clipped = nullptr;       // [N, D] the sample clipped to the env's bounds: what the env steps
-  float* log_probs = nullptr;     // [N] log-prob of the sample (optional); the learner recomputes it
+  int32_t* discrete = nullptr;  // [N] (discrete envs)
+  float* continuous = nullptr;  // [N, D] the sample itself, unclipped (continuous envs)
+  float* clipped = nullptr;     // [N, D] the sample clipped to the env's bounds: what the env steps
+  float* log_probs = nullptr;   // [N] log-prob of the sample (optional); the learner recomputes it
 };
 
 // Samples one action per row of `out` (greedy: the most likely action, or

@@ -81,7 +81,7 @@ TEST(CliTest, UnknownSubcommandIsAUsageError) {
 
 TEST(CliTest, UnknownFlagIsAUsageError) {
   for (const auto& args : {std::vector<std::string>{"config", "--frobnicate"},
-                    std::vector<std::string>{"--frobnicate", "config"}}) {
+                           std::vector<std::string>{"--frobnicate", "config"}}) {
     Result r = pronghorn(args);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--frobnicate"), std::string::npos) << r.err;
@@ -130,7 +130,8 @@ TEST(CliTest, MissingConfigFileIsAUsageError) {
 TEST(CliTest, EnvsListsBuiltinsAndAPluginsEnvs) {
   Result r = pronghorn({"envs"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("cartpole   obs float32[4], 2 discrete actions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cartpole   obs float32[4], 2 discrete actions"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("pong       obs uint8[1, 32, 32]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("pendulum   obs float32[3], continuous"), std::string::npos) << r.out;
   Result with_plugin = pronghorn({"envs", "--plugin", CORRIDOR_PLUGIN});
@@ -146,8 +147,8 @@ TEST(CliTest, EnvsWithABrokenPluginFailsWithOneLine) {
 }
 
 TEST(CliTest, BenchEnvPrintsStepsPerSecond) {
-  Result r = pronghorn({"bench", "env", "--env", "pendulum", "--num-envs", "64", "--threads",
-                        "2", "--seconds", "0.05"});
+  Result r = pronghorn({"bench", "env", "--env", "pendulum", "--num-envs", "64", "--threads", "2",
+                        "--seconds", "0.05"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("bench env: pendulum K=64 threads=2: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("M env steps/s"), std::string::npos) << r.out;
@@ -171,7 +172,8 @@ TEST(CliTest, BenchEnvRejectsAnUnknownEnvAndBadCounts) {
 
 TEST(CliTest, DefaultConfigFileEqualsTheBuiltInDefaults) {
   Result builtin = pronghorn({"config"});
-  Result file = pronghorn({"config", "-c", std::string(PRONGHORN_SOURCE_DIR) + "/configs/cartpole.toml"});
+  Result file =
+      pronghorn({"config", "-c", std::string(PRONGHORN_SOURCE_DIR) + "/configs/cartpole.toml"});
   EXPECT_EQ(file.code, 0) << file.err;
   EXPECT_EQ(file.out, builtin.out);
 }

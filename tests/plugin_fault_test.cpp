@@ -40,7 +40,7 @@ struct Job {
 };
 
 struct Fault {
-  const char* id;                  // the test's name
+  const char* id;  // the test's name
   const char* plugin;
   std::vector<std::string> parts;  // what the job's error says besides the plugin's path
 };

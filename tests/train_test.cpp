@@ -185,8 +185,12 @@ TEST(TrainTest, TheSolvedLineAgreesWithTheLastMetricsLineAndTheCheckpoint) {
   unsigned long long steps = 0;
   const size_t at = out.find("solved: mean return ");
   ASSERT_NE(at, std::string::npos) << out;
-  ASSERT_EQ(std::sscanf(out.c_str() + at, "solved: mean return %lf ≥ %*f over the last 100 "
-                        "episodes after %*f s and %llu env steps", &mean, &steps), 2) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + at,
+                        "solved: mean return %lf ≥ %*f over the last 100 "
+                        "episodes after %*f s and %llu env steps",
+                        &mean, &steps),
+            2)
+      << out;
   EXPECT_EQ(last_metric(run.dir, "env_steps"), static_cast<double>(steps));
   EXPECT_NEAR(last_metric(run.dir, "episode_return_mean"), mean, 0.05);
   EXPECT_GE(mean, 60.0);

@@ -15,9 +15,9 @@
 #include <iostream>
 #include <vector>
 
-#include "model/tensor_runtime.h"
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
+#include "model/tensor_runtime.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -31,7 +31,8 @@ double median_us(const std::function<void()>& f, int repeats) {
     auto start = std::chrono::steady_clock::now();
     f();
     times.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
   return times[repeats / 2];
@@ -81,15 +82,19 @@ void bench_shape(int64_t T, int64_t B, int64_t A, int repeats) {
   // V-trace reads logits, actions (int64), 4 [T, B] floats and writes 3.
   size_t vtrace_bytes = sizeof(float) * (n * A + 7 * n + B) + sizeof(int64_t) * n;
   std::vector<char> src(vtrace_bytes, 1), dst(vtrace_bytes);
-  auto copy = [&](size_t bytes) { return [&, bytes] { std::memcpy(dst.data(), src.data(), bytes); }; };
+  auto copy = [&](size_t bytes) {
+    return [&, bytes] { std::memcpy(dst.data(), src.data(), bytes); };
+  };
   kernels::VtraceParams params;
-  double fused = median_us([&] {
-    kernels::vtrace_from_logits(logits, actions, behaviour, discounts, rewards, values, bootstrap,
-                                params);
-  }, repeats);
-  double stock = median_us([&] {
-    vtrace_stock(logits, actions, behaviour, discounts, rewards, values, bootstrap);
-  }, repeats);
+  double fused = median_us(
+      [&] {
+        kernels::vtrace_from_logits(logits, actions, behaviour, discounts, rewards, values,
+                                    bootstrap, params);
+      },
+      repeats);
+  double stock = median_us(
+      [&] { vtrace_stock(logits, actions, behaviour, discounts, rewards, values, bootstrap); },
+      repeats);
   report("vtrace", T, B, A, fused, stock, median_us(copy(vtrace_bytes), repeats));
 
   // The loss reads logits, actions, 4 [T, B] floats; writes d logits, d values.
@@ -100,19 +105,26 @@ void bench_shape(int64_t T, int64_t B, int64_t A, int repeats) {
   at::Tensor logits_param = logits.clone().requires_grad_();
   at::Tensor values_param = values.clone().requires_grad_();
   kernels::LossOptions options;
-  double fused_loss = median_us([&] {
-    kernels::categorical_loss(logits_param, values_param, actions, behaviour, adv, targets, options)
-        .total.backward();
-  }, repeats);
-  double stock_loss = median_us([&] {
-    at::Tensor log_p = at::log_softmax(logits_param, -1);
-    at::Tensor log_pi = log_p.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
-    at::Tensor entropy = -(log_p.exp() * log_p).sum(-1);
-    at::Tensor total = (-adv * log_pi).mean() + 0.5 * (0.5 * (targets - values_param).pow(2)).mean() -
-                       0.01 * entropy.mean();
-    total.backward();
-  }, repeats);
-  report("impala loss fwd+bwd", T, B, A, fused_loss, stock_loss, median_us(copy(loss_bytes), repeats));
+  double fused_loss = median_us(
+      [&] {
+        kernels::categorical_loss(logits_param, values_param, actions, behaviour, adv, targets,
+                                  options)
+            .total.backward();
+      },
+      repeats);
+  double stock_loss = median_us(
+      [&] {
+        at::Tensor log_p = at::log_softmax(logits_param, -1);
+        at::Tensor log_pi = log_p.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
+        at::Tensor entropy = -(log_p.exp() * log_p).sum(-1);
+        at::Tensor total = (-adv * log_pi).mean() +
+                           0.5 * (0.5 * (targets - values_param).pow(2)).mean() -
+                           0.01 * entropy.mean();
+        total.backward();
+      },
+      repeats);
+  report("impala loss fwd+bwd", T, B, A, fused_loss, stock_loss,
+         median_us(copy(loss_bytes), repeats));
 }
 
 }  // namespace
@@ -126,9 +138,11 @@ CLI::App* add_bench_kernels(CLI::App& bench, std::function<void()>& run) {
   CLI::App* command = bench.add_subcommand(
       "kernels", "Fused V-trace and loss against stock LibTorch ops and a memcpy floor");
   command->add_option("--threads", args->threads, "LibTorch intra-op threads")
-      ->capture_default_str()->check(CLI::Range(1, 256));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   command->add_option("--repeats", args->repeats, "timed calls per figure (median)")
-      ->capture_default_str()->check(CLI::Range(1, 100000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   run = [args] {
     set_compute_threads(args->threads);
     std::cout << fmt::format("bench kernels: {} intra-op thread(s)\n", at::get_num_threads());

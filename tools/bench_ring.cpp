@@ -134,7 +134,8 @@ CLI::App* add_bench_ring(CLI::App& bench, std::function<void()>& run) {
   CLI::App* command = bench.add_subcommand(
       "ring", "Actor→learner GB/s through the ring against memcpy, and wake latency");
   command->add_option("--seconds", *seconds, "measuring time per figure")
-      ->capture_default_str()->check(CLI::Range(0.05, 600.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 600.0));
   run = [seconds] { bench_ring(*seconds); };
   return command;
 }

@@ -35,7 +35,8 @@ std::vector<uint8_t> random_actions(const envs::EnvSpec& spec, int64_t k, uint64
   envs::Rng rng(seed, 0);
   if (spec.action_kind == envs::ActionKind::kDiscrete) {
     auto* a = reinterpret_cast<int32_t*>(actions.data());
-    for (int64_t i = 0; i < k * kRows; ++i) a[i] = rng.below(static_cast<uint32_t>(spec.action_size));
+    for (int64_t i = 0; i < k * kRows; ++i)
+      a[i] = rng.below(static_cast<uint32_t>(spec.action_size));
   } else {
     auto* a = reinterpret_cast<float*>(actions.data());
     for (int64_t i = 0; i < k * kRows * spec.action_size; ++i) {
@@ -110,11 +111,14 @@ Command add_bench_command(CLI::App& app) {
   env->add_option("--env", args->env.name, "built-in env name")->capture_default_str();
   env->add_option("--plugin", args->env.plugin, "env plugin (.so) instead of a built-in env");
   env->add_option("--num-envs", args->env.num_envs, "K: envs per batch")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   env->add_option("--threads", args->threads, "threads, each stepping its own K envs")
-      ->capture_default_str()->check(CLI::Range(1, 256));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   env->add_option("--seconds", args->seconds, "measuring time")
-      ->capture_default_str()->check(CLI::Range(0.01, 3600.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0));
   std::function<void()> run_kernels, run_ring;
   CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
   CLI::App* ring = add_bench_ring(*bench, run_ring);

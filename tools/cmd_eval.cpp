@@ -14,10 +14,10 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "model/policy.h"
-#include "model/sampling.h"
 #include "envs/env.h"
 #include "learner/checkpoint.h"
+#include "model/policy.h"
+#include "model/sampling.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -62,8 +62,8 @@ void run_eval(const EvalArgs& args) {
     sample_actions(out, spec, args.greedy,
                    {.discrete = discrete ? discrete_actions.data() : nullptr,
                     .clipped = discrete ? nullptr : continuous_actions.data()});
-    const void* actions = discrete ? static_cast<const void*>(discrete_actions.data())
-                                   : continuous_actions.data();
+    const void* actions =
+        discrete ? static_cast<const void*>(discrete_actions.data()) : continuous_actions.data();
     env->step(actions, {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
     for (int64_t i = 0; i < k; ++i) {
       running[i] += rewards[i];
@@ -101,9 +101,11 @@ Command add_eval_command(CLI::App& app) {
   command->add_option("--checkpoint", args->checkpoint, "a .ckpt file in a run's checkpoints/")
       ->required();
   command->add_option("--episodes", args->episodes, "episodes to run")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   command->add_flag("--greedy", args->greedy, "take the most likely action instead of sampling");
-  command->add_option("--seed", args->seed, "seed of the envs and the sampling")->capture_default_str();
+  command->add_option("--seed", args->seed, "seed of the envs and the sampling")
+      ->capture_default_str();
   return {command, [args] { run_eval(*args); }};
 }
 

@@ -13,11 +13,11 @@
 #include <memory>
 
 #include "actor/actor.h"
+#include "control/control_plane.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/logging.h"
 #include "core/run_dir.h"
-#include "control/control_plane.h"
 #include "learner/job_check.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
@@ -79,11 +79,11 @@ void run_train(const TrainArgs& args) {
   using Mode = RunDirectory::Mode;
   // A name made from the clock gives way to a -2, -3… when taken (two jobs in
   // one second); a name or directory the user chose is refused when taken.
-  RunDirectory run = !args.resume.empty()   ? RunDirectory(args.resume, Mode::kResume)
-                     : !args.run_dir.empty() ? RunDirectory(args.run_dir, Mode::kNew)
-                                             : RunDirectory(config.run.dir + "/" + config.run.name,
-                                                            generated_name ? Mode::kNewOrSuffixed
-                                                                           : Mode::kNew);
+  RunDirectory run = !args.resume.empty() ? RunDirectory(args.resume, Mode::kResume)
+                     : !args.run_dir.empty()
+                         ? RunDirectory(args.run_dir, Mode::kNew)
+                         : RunDirectory(config.run.dir + "/" + config.run.name,
+                                        generated_name ? Mode::kNewOrSuffixed : Mode::kNew);
   if (generated_name && args.run_dir.empty() && args.resume.empty()) config.run.name = run.name();
   const std::string& dir = run.path();
   bool started = false;
@@ -107,9 +107,10 @@ void run_train(const TrainArgs& args) {
         "steps; run directory {}\n",
         r.return_mean, config.run.target_return, r.seconds, r.env_steps, dir);
   } else {
-    std::cout << fmt::format("stopped after {:.1f} s and {} env steps, mean return {:.1f}; run "
-                             "directory {}\n",
-                             r.seconds, r.env_steps, r.return_mean, dir);
+    std::cout << fmt::format(
+        "stopped after {:.1f} s and {} env steps, mean return {:.1f}; run "
+        "directory {}\n",
+        r.seconds, r.env_steps, r.return_mean, dir);
   }
 }
 
@@ -121,8 +122,9 @@ Command add_train_command(CLI::App& app) {
       "train", "Train on this machine: a learner and its actor processes (Ctrl-C stops)");
   add_config_options(command, args->config);
   command->add_option("--run-dir", args->run_dir, "run directory (default: <run.dir>/<run.name>)");
-  command->add_option("--resume", args->resume,
-                      "continue the run in this directory from its newest valid checkpoint")
+  command
+      ->add_option("--resume", args->resume,
+                   "continue the run in this directory from its newest valid checkpoint")
       ->check(CLI::ExistingDirectory);
   command->add_flag("--print-config", args->print_config, "print the resolved config and exit");
   return {command, [args] { run_train(*args); }};

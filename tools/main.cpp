@@ -41,27 +41,23 @@ int main(int argc, char** argv) {
   CLI::App app{"Pronghorn: distributed actor-learner reinforcement learning (IMPALA family)",
                "pronghorn"};
   std::string log_level = "info";
-  app.add_option("--log-level", log_level,
-                 "log verbosity: " + std::string(pronghorn::kLogLevels))
+  app.add_option("--log-level", log_level, "log verbosity: " + std::string(pronghorn::kLogLevels))
       ->capture_default_str();
-  app.add_flag_callback("--version", [] {
-    print_version();
-    throw CLI::Success();
-  }, "print the version and what CUDA support this build has");
+  app.add_flag_callback(
+      "--version",
+      [] {
+        print_version();
+        throw CLI::Success();
+      },
+      "print the version and what CUDA support this build has");
 
   const std::vector<pronghorn::cli::Command> commands = {
-      pronghorn::cli::add_train_command(app),
-      pronghorn::cli::add_eval_command(app),
-      pronghorn::cli::add_status_command(app),
-      pronghorn::cli::add_scale_command(app),
-      pronghorn::cli::add_checkpoint_command(app),
-      pronghorn::cli::add_stop_command(app),
-      pronghorn::cli::add_clean_command(app),
-      pronghorn::cli::add_config_command(app),
-      pronghorn::cli::add_envs_command(app),
-      pronghorn::cli::add_bench_command(app),
-      pronghorn::cli::add_actor_command(app),
-      pronghorn::cli::add_probe_env_command(app),
+      pronghorn::cli::add_train_command(app),      pronghorn::cli::add_eval_command(app),
+      pronghorn::cli::add_status_command(app),     pronghorn::cli::add_scale_command(app),
+      pronghorn::cli::add_checkpoint_command(app), pronghorn::cli::add_stop_command(app),
+      pronghorn::cli::add_clean_command(app),      pronghorn::cli::add_config_command(app),
+      pronghorn::cli::add_envs_command(app),       pronghorn::cli::add_bench_command(app),
+      pronghorn::cli::add_actor_command(app),      pronghorn::cli::add_probe_env_command(app),
   };
   // Set after the subcommands exist, so they do not inherit it: leftovers
   // reach reject_leftovers() only at the top level, to be named there.

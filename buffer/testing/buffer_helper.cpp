@@ -32,7 +32,8 @@ static int produce(const std::string& name, uint64_t count, uint64_t actor, bool
     if (!slot) return 3;
     uint8_t* data = ring->slot_data(*slot);
     testing::fill(data, bytes, actor, seq, 0, half);
-    if (slow) std::this_thread::sleep_for(std::chrono::microseconds(500 + testing::mix(seq) % 1500));
+    if (slow)
+      std::this_thread::sleep_for(std::chrono::microseconds(500 + testing::mix(seq) % 1500));
     testing::fill(data, bytes, actor, seq, half, testing::words(bytes));
     ring->commit(*slot, {.policy_version = seq, .actor = static_cast<uint32_t>(actor)});
   }
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
     std::string what = argc > 1 ? argv[1] : "";
     if (what == "produce" && argc >= 5) {
       return produce(argv[2], std::strtoull(argv[3], nullptr, 10),
-                     std::strtoull(argv[4], nullptr, 10), argc > 5 && std::string(argv[5]) == "slow");
+                     std::strtoull(argv[4], nullptr, 10),
+                     argc > 5 && std::string(argv[5]) == "slow");
     }
     if (what == "read-slab" && argc == 5) {
       return read_slab(argv[2], std::strtoll(argv[3], nullptr, 10), std::atof(argv[4]));

@@ -14,8 +14,8 @@ namespace pronghorn::kernels::testing {
 inline ::testing::AssertionResult all_close(const at::Tensor& actual, const at::Tensor& expected,
                                             double rtol, double atol) {
   if (actual.sizes() != expected.sizes()) {
-    return ::testing::AssertionFailure() << "shape " << actual.sizes() << " vs expected "
-                                         << expected.sizes();
+    return ::testing::AssertionFailure()
+           << "shape " << actual.sizes() << " vs expected " << expected.sizes();
   }
   at::Tensor a = actual.to(at::kDouble).contiguous().cpu();
   at::Tensor e = expected.to(at::kDouble).contiguous().cpu();

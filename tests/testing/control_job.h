@@ -37,9 +37,8 @@ struct Job {
     if (pid > 0 && kill(pid, SIGTERM) == 0) wait_exit(pid);
   }
 
-  std::unique_ptr<v1::Learner::Stub> stub(
-      const std::shared_ptr<grpc::ChannelCredentials>& credentials =
-          grpc::InsecureChannelCredentials()) {
+  std::unique_ptr<v1::Learner::Stub> stub(const std::shared_ptr<grpc::ChannelCredentials>&
+                                              credentials = grpc::InsecureChannelCredentials()) {
     return v1::Learner::NewStub(grpc::CreateChannel(address, credentials));
   }
 };

@@ -1,0 +1,87 @@
+// The checks of a Config that span keys (one key's range is in the table,
+// config_schema.cpp): batch and ring sizes, loss choices that go together,
+// TLS files in pairs, a control address that is safe to listen on.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/config.h"
+#include "core/config_schema.h"
+#include "core/error.h"
+
+namespace pronghorn {
+
+bool is_loopback_address(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return host == "localhost";
+}
+
+namespace {
+
+using config_schema::fail;
+using config_schema::quoted;
+
+void check_address(const std::string& key, const std::string& address) {
+  size_t colon = address.rfind(':');
+  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < address.size();
+  int64_t port = 0;
+  for (size_t i = colon + 1; ok && i < address.size(); ++i) {
+    ok = std::isdigit(static_cast<unsigned char>(address[i])) && port <= 65535;
+    port = port * 10 + (address[i] - '0');
+  }
+  if (!ok || port > 65535) {
+    fail(fmt::format("{} = {}: expected HOST:PORT with a port in [0, 65535] (0: any free port)",
+                     key, quoted(address)));
+  }
+}
+
+}  // namespace
+
+void config_schema::check_combinations(const Config& c) {
+  if (c.learner.batch_size >= c.learner.ring_slots) {
+    fail(fmt::format(
+        "learner.batch_size = {}: expected fewer than learner.ring_slots = {}, so actors can "
+        "write while the learner holds a batch",
+        c.learner.batch_size, c.learner.ring_slots));
+  }
+  if (c.loss.advantages == LossConfig::Advantages::kGae && c.loss.kind != LossConfig::Kind::kPpo) {
+    fail(
+        fmt::format("loss.advantages = \"gae\": expected loss.kind = \"ppo\" (is {}); the "
+                    "IMPALA loss uses V-trace",
+                    quoted(to_string(c.loss.kind))));
+  }
+  if (c.server.tls_cert.empty() != c.server.tls_key.empty()) {
+    fail("server.tls_cert and server.tls_key: expected both set or both empty");
+  }
+  if (!c.server.tls_client_ca.empty() && c.server.tls_cert.empty()) {
+    fail("server.tls_client_ca: expected server.tls_cert and server.tls_key to be set too");
+  }
+  check_address("server.address", c.server.address);
+  if (!is_loopback_address(c.server.address) && c.server.token_file.empty()) {
+    fail(
+        fmt::format("server.address = {}: a non-loopback address needs server.token_file set, "
+                    "so no one on the network can steer the job with a token they can read",
+                    quoted(c.server.address)));
+  }
+  bool name_ok = std::all_of(c.run.name.begin(), c.run.name.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+  });
+  if (!name_ok || c.run.name == "." || c.run.name == "..") {
+    fail(fmt::format("run.name = {}: expected letters, digits, '-', '_' or '.'",
+                     quoted(c.run.name)));
+  }
+  if (c.env.name.empty() && c.env.plugin.empty()) {
+    fail("env.name = \"\": expected a built-in env name, or env.plugin set");
+  }
+}
+
+}  // namespace pronghorn
