@@ -7,18 +7,12 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/testing/config_error.h"
 
 namespace pronghorn {
 namespace {
 
-std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-  try {
-    parse_config(toml, "test.toml", overrides);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::config_error_of;
 
 TEST(ConfigActorTest, CountIsAutoByDefaultAndTakesAutoOrAnIntegerEverywhere) {
   EXPECT_FALSE(load_config("", {}).actor.count.has_value()) << "the default is \"auto\"";
@@ -45,28 +39,28 @@ TEST(ConfigActorTest, CountRoundTripsThroughTheResolvedToml) {
 TEST(ConfigActorTest, BadCountsNameTheKeyAndWhatItTakes) {
   for (const char* bad :
        {"[actor]\ncount = \"many\"\n", "[actor]\ncount = 2.5\n", "[actor]\ncount = true\n"}) {
-    const std::string e = error_of(bad);
+    const std::string e = config_error_of(bad);
     EXPECT_NE(e.find("actor.count = "), std::string::npos) << e;
     EXPECT_NE(e.find("expected \"auto\" or an integer"), std::string::npos) << e;
   }
-  const std::string e = error_of("", {"actor.count=-1"});
+  const std::string e = config_error_of("", {"actor.count=-1"});
   EXPECT_NE(e.find("actor.count = -1: expected \"auto\" or an integer in [0, 1024]"),
             std::string::npos)
       << e;
-  EXPECT_NE(error_of("", {"actor.count=1025"}).find("in [0, 1024]"), std::string::npos);
+  EXPECT_NE(config_error_of("", {"actor.count=1025"}).find("in [0, 1024]"), std::string::npos);
 }
 
 TEST(ConfigActorTest, OversubscribeIsABooleanAndTheWatchdogKeysHaveRanges) {
   EXPECT_FALSE(load_config("", {}).actor.oversubscribe);
   EXPECT_TRUE(parse_config("", "test.toml", {"actor.oversubscribe=true"}).actor.oversubscribe);
-  const std::string e = error_of("[actor]\noversubscribe = 1\n");
+  const std::string e = config_error_of("[actor]\noversubscribe = 1\n");
   EXPECT_NE(e.find("actor.oversubscribe = 1: expected true or false"), std::string::npos) << e;
   const Config defaults = load_config("", {});
   EXPECT_EQ(defaults.actor.max_crashes, 5);
   EXPECT_EQ(defaults.actor.stall_timeout_s, 60.0);
-  EXPECT_NE(error_of("", {"actor.max_crashes=-1"}).find("actor.max_crashes = -1"),
+  EXPECT_NE(config_error_of("", {"actor.max_crashes=-1"}).find("actor.max_crashes = -1"),
             std::string::npos);
-  EXPECT_NE(error_of("", {"actor.stall_timeout_s=-5"}).find("actor.stall_timeout_s = -5"),
+  EXPECT_NE(config_error_of("", {"actor.stall_timeout_s=-5"}).find("actor.stall_timeout_s = -5"),
             std::string::npos);
   const std::string text = to_toml(parse_config("", "test.toml", {"actor.oversubscribe=true"}));
   EXPECT_TRUE(parse_config(text, "resolved.toml", {}).actor.oversubscribe) << text;

@@ -7,19 +7,12 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/testing/config_error.h"
 
 namespace pronghorn {
 namespace {
 
-// The UsageError message parse_config throws, or "" when it does not throw.
-std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-  try {
-    parse_config(toml, "test.toml", overrides);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::config_error_of;
 
 // Asserts that `message` is one line and holds every one of `parts`.
 void expect_names(const std::string& message, std::initializer_list<std::string> parts) {
@@ -73,50 +66,53 @@ TEST(ConfigTest, BareOverrideOfAStringKeepsItsText) {
 }
 
 TEST(ConfigTest, UnknownSectionSuggestsTheClosestOne) {
-  expect_names(error_of("[enviroment]\nnum_envs = 3\n"),
+  expect_names(config_error_of("[enviroment]\nnum_envs = 3\n"),
                {"test.toml", "unknown section [enviroment]", "did you mean env?"});
 }
 
 TEST(ConfigTest, UnknownKeySuggestsTheClosestOne) {
-  expect_names(error_of("[learner]\nbatch_sise = 3\n"),
+  expect_names(config_error_of("[learner]\nbatch_sise = 3\n"),
                {"test.toml", "unknown key learner.batch_sise", "did you mean learner.batch_size?"});
-  expect_names(error_of("", {"env.numenvs=3"}),
+  expect_names(config_error_of("", {"env.numenvs=3"}),
                {"--set env.numenvs=3", "unknown key env.numenvs", "did you mean env.num_envs?"});
 }
 
 TEST(ConfigTest, UnknownKeyFarFromAnyGetsNoSuggestion) {
-  std::string message = error_of("[run]\nzzzzzzzzzzzz = 1\n");
+  std::string message = config_error_of("[run]\nzzzzzzzzzzzz = 1\n");
   expect_names(message, {"unknown key run.zzzzzzzzzzzz"});
   EXPECT_EQ(message.find("did you mean"), std::string::npos) << message;
 }
 
 TEST(ConfigTest, TopLevelKeyIsRejected) {
-  expect_names(error_of("num_envs = 3\n"), {"num_envs = 3", "[section]"});
+  expect_names(config_error_of("num_envs = 3\n"), {"num_envs = 3", "[section]"});
 }
 
 TEST(ConfigTest, WrongTypeNamesKeyValueAndExpectedType) {
-  expect_names(error_of("[env]\nnum_envs = 2.5\n"), {"env.num_envs = 2.5", "expected an integer"});
-  expect_names(error_of("[env]\nname = 3\n"), {"env.name = 3", "expected a string"});
-  expect_names(error_of("[loss]\ndiscount = \"high\"\n"),
+  expect_names(config_error_of("[env]\nnum_envs = 2.5\n"),
+               {"env.num_envs = 2.5", "expected an integer"});
+  expect_names(config_error_of("[env]\nname = 3\n"), {"env.name = 3", "expected a string"});
+  expect_names(config_error_of("[loss]\ndiscount = \"high\"\n"),
                {"loss.discount = \"high\"", "expected a number"});
-  expect_names(error_of("[model]\nhidden = [64, \"x\"]\n"),
+  expect_names(config_error_of("[model]\nhidden = [64, \"x\"]\n"),
                {"model.hidden", "expected a list of integers"});
-  expect_names(error_of("", {"actor.count=many"}),
+  expect_names(config_error_of("", {"actor.count=many"}),
                {"--set actor.count=many", "actor.count = many", "expected \"auto\" or an integer"});
 }
 
 TEST(ConfigTest, OutOfRangeNamesKeyValueAndRange) {
-  expect_names(error_of("[env]\nnum_envs = 0\n"), {"env.num_envs = 0", "in [1, "});
-  expect_names(error_of("", {"loss.discount=1.5"}), {"loss.discount = 1.5", "in [0.0, 1.0]"});
-  expect_names(error_of("", {"model.hidden=[64, 0]"}), {"model.hidden = [64, 0]", "every item"});
-  expect_names(error_of("", {"server.metrics_port=70000"}),
+  expect_names(config_error_of("[env]\nnum_envs = 0\n"), {"env.num_envs = 0", "in [1, "});
+  expect_names(config_error_of("", {"loss.discount=1.5"}),
+               {"loss.discount = 1.5", "in [0.0, 1.0]"});
+  expect_names(config_error_of("", {"model.hidden=[64, 0]"}),
+               {"model.hidden = [64, 0]", "every item"});
+  expect_names(config_error_of("", {"server.metrics_port=70000"}),
                {"server.metrics_port = 70000", "65535"});
 }
 
 TEST(ConfigTest, UnknownChoiceListsTheChoices) {
-  expect_names(error_of("", {"loss.kind=ppx"}),
+  expect_names(config_error_of("", {"loss.kind=ppx"}),
                {"loss.kind = \"ppx\"", "impala, ppo", "did you mean ppo?"});
-  expect_names(error_of("", {"learner.device=tpu"}), {"learner.device", "auto, cpu, cuda"});
+  expect_names(config_error_of("", {"learner.device=tpu"}), {"learner.device", "auto, cpu, cuda"});
 }
 
 TEST(ConfigTest, ChoicesAreEnumsReadAndPrintedAsTheirWords) {
@@ -140,8 +136,8 @@ TEST(ConfigTest, ChoicesAreEnumsReadAndPrintedAsTheirWords) {
 }
 
 TEST(ConfigTest, UnknownChoiceIsRefusedInTableOrderWithOtherRanges) {
-  expect_names(error_of("", {"loss.kind=ppx", "env.num_envs=0"}), {"env.num_envs = 0"});
-  expect_names(error_of("[learner]\noptimizer = 1\n"),
+  expect_names(config_error_of("", {"loss.kind=ppx", "env.num_envs=0"}), {"env.num_envs = 0"});
+  expect_names(config_error_of("[learner]\noptimizer = 1\n"),
                {"learner.optimizer = 1", "expected a string"});
   Config c;
   c.learner.device = static_cast<LearnerConfig::Device>(7);
@@ -149,15 +145,16 @@ TEST(ConfigTest, UnknownChoiceIsRefusedInTableOrderWithOtherRanges) {
 }
 
 TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
-  expect_names(error_of("", {"learner.batch_size=32", "learner.ring_slots=16"}),
+  expect_names(config_error_of("", {"learner.batch_size=32", "learner.ring_slots=16"}),
                {"learner.batch_size = 32", "learner.ring_slots = 16"});
-  expect_names(error_of("", {"loss.advantages=gae"}), {"loss.advantages", "loss.kind"});
-  expect_names(error_of("", {"server.tls_cert=cert.pem"}), {"server.tls_cert", "server.tls_key"});
-  expect_names(error_of("", {"server.address=localhost"}),
+  expect_names(config_error_of("", {"loss.advantages=gae"}), {"loss.advantages", "loss.kind"});
+  expect_names(config_error_of("", {"server.tls_cert=cert.pem"}),
+               {"server.tls_cert", "server.tls_key"});
+  expect_names(config_error_of("", {"server.address=localhost"}),
                {"server.address = \"localhost\"", "HOST:PORT"});
-  expect_names(error_of("", {"server.address=127.0.0.1:99999"}), {"server.address"});
-  expect_names(error_of("", {"run.name=../escape"}), {"run.name = \"../escape\""});
-  expect_names(error_of("", {"server.address=0.0.0.0:7453"}),
+  expect_names(config_error_of("", {"server.address=127.0.0.1:99999"}), {"server.address"});
+  expect_names(config_error_of("", {"run.name=../escape"}), {"run.name = \"../escape\""});
+  expect_names(config_error_of("", {"server.address=0.0.0.0:7453"}),
                {"server.address = \"0.0.0.0:7453\"", "server.token_file"});
 }
 
@@ -175,13 +172,13 @@ TEST(ConfigTest, NonLoopbackServerNeedsATokenFile) {
 }
 
 TEST(ConfigTest, MalformedOverrideSaysWhatItExpects) {
-  expect_names(error_of("", {"batch_size"}), {"--set batch_size", "section.key=value"});
-  expect_names(error_of("", {"learner=3"}), {"--set learner=3", "section.key=value"});
-  expect_names(error_of("", {"model.hidden=[1,"}), {"model.hidden", "written as in TOML"});
+  expect_names(config_error_of("", {"batch_size"}), {"--set batch_size", "section.key=value"});
+  expect_names(config_error_of("", {"learner=3"}), {"--set learner=3", "section.key=value"});
+  expect_names(config_error_of("", {"model.hidden=[1,"}), {"model.hidden", "written as in TOML"});
 }
 
 TEST(ConfigTest, SyntaxErrorGivesFileLineAndColumn) {
-  expect_names(error_of("[env]\nnum_envs = = 3\n"), {"test.toml:2:"});
+  expect_names(config_error_of("[env]\nnum_envs = = 3\n"), {"test.toml:2:"});
 }
 
 TEST(ConfigTest, MissingFileIsAUsageError) {

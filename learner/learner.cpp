@@ -20,7 +20,6 @@
 #include "learner/actor_capacity.h"
 #include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
-#include "learner/job_check.h"
 #include "learner/reporting.h"
 #include "learner/resume.h"
 #include "learner/run_stats.h"
@@ -71,7 +70,7 @@ class Learner::Loop {
         T_(c_.actor.unroll_length),
         K_(c_.env.num_envs),
         B_(c_.learner.batch_size),
-        spec_(probe_spec(c_)),
+        spec_(o_.env),
         id_(c_.run.name),
         ring_name_(buffer::own_segment_name(buffer::kRingSegment, id_)),
         slab_name_(buffer::own_segment_name(buffer::kSlabSegment, id_)),
@@ -93,7 +92,6 @@ class Learner::Loop {
   TrainResult run();
 
  private:
-  static EnvSpec probe_spec(const Config& c) { return check_job_config(c); }
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,
                                                    const EnvSpec& spec) {
     remove_stale_segments();

@@ -13,12 +13,14 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/env_spec.h"
 #include "learner/control_board.h"
 
 namespace pronghorn::learner {
 
 struct TrainOptions {
   Config config;
+  EnvSpec env;          // the env config.env names, from check_job_config()
   std::string run_dir;  // exists; config.toml is written there first
   bool resume = false;  // continue from the newest valid checkpoint in run_dir/checkpoints
 };

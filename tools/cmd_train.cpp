@@ -70,8 +70,9 @@ void run_train(const TrainArgs& args) {
                       : load_config(resumed_config(args.resume), args.config.overrides);
   const bool generated_name = config.run.name.empty();
   if (generated_name) config.run.name = default_run_name();
-  // What `pronghorn config` refuses, refused before a run directory exists.
-  learner::check_job_config(config);
+  // What `pronghorn config` refuses, refused before a run directory exists;
+  // the env probed once here serves the learner.
+  const EnvSpec env = learner::check_job_config(config);
   if (args.print_config) {
     std::cout << to_toml(config);
     return;
@@ -93,7 +94,7 @@ void run_train(const TrainArgs& args) {
     add_log_file(dir + "/train.log");
     install_stop_handlers();
     learner::ControlBoard board;
-    learner::Learner learner({config, dir, !args.resume.empty()}, board, g_stop);
+    learner::Learner learner({config, env, dir, !args.resume.empty()}, board, g_stop);
     control::ControlPlane control(config.server, dir, board);
     started = true;
     r = learner.run();
