@@ -1,0 +1,84 @@
+#include "distributed/gloo_collective.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "distributed/testing/two_ranks.h"
+
+namespace pronghorn::distributed {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Two ranks as threads: their rendezvous, then a GlooCollective each.
+struct TwoRanks {
+  std::unique_ptr<Rendezvous> r0, r1;
+  std::unique_ptr<GlooCollective> c0, c1;
+
+  explicit TwoRanks(std::chrono::milliseconds timeout) {
+    std::future<std::unique_ptr<Rendezvous>> rank0;
+    const int port = testing::start_rank0(testing::rank_options(0, 2, 0), rank0);
+    r1 = std::make_unique<Rendezvous>(testing::rank_options(1, 2, port));
+    r0 = rank0.get();
+    auto make = [timeout](Rendezvous& r) {
+      return std::make_unique<GlooCollective>(
+          r.prefixed("gloo"),
+          GlooOptions{.rank = r.rank(), .world_size = 2, .bind_address = "127.0.0.1",
+                      .timeout = timeout, .lost_peers = [&r] { return r.lost_peers(); }});
+    };
+    auto made0 = std::async(std::launch::async, [&] { return make(*r0); });
+    c1 = make(*r1);
+    c0 = made0.get();
+  }
+};
+
+TEST(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
+  TwoRanks ranks(10s);
+  std::vector<float> a = {1.5f, -2.0f, 3.0f}, b = {0.5f, 4.0f, -3.0f};
+  std::vector<int64_t> i0 = {1, 1LL << 40}, i1 = {2, 5};
+  std::vector<std::byte> m0(5, std::byte{7}), m1(5, std::byte{0});
+  auto other = std::async(std::launch::async, [&] {
+    ranks.c1->all_reduce_sum(std::span<float>(b));
+    ranks.c1->all_reduce_sum(std::span<int64_t>(i1));
+    ranks.c1->broadcast(m1, 0);
+    ranks.c1->barrier();
+  });
+  ranks.c0->all_reduce_sum(std::span<float>(a));
+  ranks.c0->all_reduce_sum(std::span<int64_t>(i0));
+  ranks.c0->broadcast(m0, 0);
+  ranks.c0->barrier();
+  other.get();
+  EXPECT_EQ(a, (std::vector<float>{2.0f, 2.0f, 0.0f}));
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(i0, (std::vector<int64_t>{3, (1LL << 40) + 5}));
+  EXPECT_EQ(i1, i0);
+  EXPECT_EQ(m1, m0);
+}
+
+TEST(GlooCollectiveTest, APeerThatNeverCallsIsADeadlineNamingItNotAHang) {
+  TwoRanks ranks(1s);
+  std::vector<float> a = {1.0f};
+  const auto start = Clock::now();
+  std::string error;
+  try {
+    ranks.c0->all_reduce_sum(std::span<float>(a));
+  } catch (const PeerLost& e) {
+    error = e.what();
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_GE(took, 900ms);
+  EXPECT_LT(took, 8s);  // the deadline, and naming the lost rank (2.5 s)
+  EXPECT_NE(error.find("rank 0: lost a peer: all-reduce failed within the 1 s deadline"),
+            std::string::npos)
+      << error;
+  // Unusable after a failure: the next call fails at once.
+  const auto again = Clock::now();
+  EXPECT_THROW(ranks.c0->barrier(), PeerLost);
+  EXPECT_LT(Clock::now() - again, 100ms);
+  ranks.c1->abort();  // its pending state with rank 0 is gone too
+}
+
+}  // namespace
+}  // namespace pronghorn::distributed

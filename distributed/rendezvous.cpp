@@ -1,0 +1,279 @@
+#include "distributed/rendezvous.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <sstream>
+
+#include "core/error.h"
+#include "distributed/collective.h"
+#include "core/token.h"
+#include "distributed/hmac.h"
+
+namespace pronghorn::distributed {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
+
+// The verdicts rank 0 publishes: "ok", or the kind of failure and its line.
+constexpr std::string_view kOk = "ok";
+constexpr std::string_view kUsage = "usage:";
+constexpr std::string_view kLost = "lost:";
+
+[[noreturn]] void throw_verdict(const std::string& verdict) {
+  if (verdict.starts_with(kLost)) throw PeerLost(verdict.substr(kLost.size()));
+  throw UsageError(verdict.substr(verdict.starts_with(kUsage) ? kUsage.size() : 0));
+}
+
+std::string serialize(const Facts& facts) {
+  std::string out;
+  for (const auto& [name, value] : facts) {
+    std::string v = value;
+    for (char& ch : v) {
+      if (ch == '\n' || ch == '\t') ch = ' ';
+    }
+    out += name + '\t' + v + '\n';
+  }
+  return out;
+}
+
+Facts deserialize(const std::string& s) {
+  Facts facts;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    facts.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return facts;
+}
+
+// The first fact in which `theirs` (rank r's) differs from `ours` (rank 0's).
+std::string first_difference(const Facts& ours, const Facts& theirs, int r) {
+  for (const auto& [name, value] : ours) {
+    std::string other = "(missing)";
+    for (const auto& [n, v] : theirs) {
+      if (n == name) other = v;
+    }
+    if (other != value) {
+      return fmt::format("rank {}: {} differs (rank 0: {}; rank {}: {})", r, name, value, r, other);
+    }
+  }
+  for (const auto& [name, value] : theirs) {
+    bool known = false;
+    for (const auto& fact : ours) known = known || fact.first == name;
+    if (!known) return fmt::format("rank {}: {} differs (rank 0: (missing); rank {}: {})", r, name, r, value);
+  }
+  return "";
+}
+
+c10::intrusive_ptr<c10d::Store> connect(const RendezvousOptions& o, bool server,
+                                        std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(o.port);
+  opts.isServer = server;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(server ? std::string("127.0.0.1") : o.host, opts);
+  } catch (const std::exception& e) {
+    if (server) {
+      throw UsageError(fmt::format("rank 0 cannot host the rendezvous store on port {}: {}", o.port,
+                                   e.what()));
+    }
+    throw PeerLost(fmt::format("rank {}: rank 0's store at {}:{} did not answer within {:.0f} s ({})",
+                               o.rank, o.host, o.port, seconds(timeout), e.what()));
+  }
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(const RendezvousOptions& options) : o_(options) {
+  const auto start = Clock::now();
+  root_ = connect(o_, o_.rank == 0, o_.rendezvous_timeout);
+  if (o_.rank == 0) {
+    o_.port = port();
+    if (o_.on_listening) o_.on_listening(o_.port);
+  }
+  const std::string run_key = "pronghorn/" + o_.run_name + "/incarnation";
+  if (o_.rank == 0) {
+    incarnation_ = random_hex(8);
+    job_ = c10::make_intrusive<c10d::PrefixStore>(
+        "pronghorn/" + o_.run_name + "/" + incarnation_, root_);
+    job_->set("nonce/0", bytes(random_hex(16)));
+    root_->set(run_key, bytes(incarnation_));  // last: the others start once it is there
+  } else {
+    const auto left = o_.rendezvous_timeout -
+                      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    try {
+      root_->wait({run_key}, std::max(left, std::chrono::milliseconds(1)));
+      incarnation_ = text(root_->get(run_key));
+    } catch (const std::exception& e) {
+      throw PeerLost(fmt::format(
+          "rank {}: rank 0 at {}:{} did not start run {} within {:.0f} s (distributed."
+          "rendezvous_timeout_s)",
+          o_.rank, o_.host, o_.port, o_.run_name, seconds(o_.rendezvous_timeout)));
+    }
+    job_ = c10::make_intrusive<c10d::PrefixStore>(
+        "pronghorn/" + o_.run_name + "/" + incarnation_, root_);
+  }
+  handshake();
+  start_heartbeat();
+}
+
+Rendezvous::~Rendezvous() {
+  stop_heartbeat_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+int Rendezvous::port() const {
+  return static_cast<c10d::TCPStore*>(root_.get())->getPort();
+}
+
+void Rendezvous::set(const std::string& key, const std::string& value) {
+  try {
+    job_->set(key, bytes(value));
+  } catch (const std::exception& e) {
+    throw PeerLost(fmt::format("rank {}: the rendezvous store at {}:{} failed writing {}: {}",
+                               o_.rank, o_.host, o_.port, key, e.what()));
+  }
+}
+
+std::string Rendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
+  try {
+    job_->wait({key}, timeout);
+    return text(job_->get(key));
+  } catch (const std::exception& e) {
+    throw PeerLost(fmt::format("rank {}: {} did not arrive in the rendezvous store within {:.0f} s",
+                               o_.rank, key, seconds(timeout)));
+  }
+}
+
+void Rendezvous::publish(const std::string& name, const std::string& value) {
+  set(fmt::format("rank/{}/{}", o_.rank, name), value);
+}
+
+std::string Rendezvous::read(int rank, const std::string& name) {
+  return get(fmt::format("rank/{}/{}", rank, name), o_.timeout);
+}
+
+c10::intrusive_ptr<c10d::Store> Rendezvous::prefixed(const std::string& sub) const {
+  return c10::make_intrusive<c10d::PrefixStore>(sub, job_);
+}
+
+// See the header: both sides prove the token, then rank 0 publishes one
+// verdict for all.
+void Rendezvous::handshake() {
+  const std::string claim = fmt::format("claim/{}", o_.rank);
+  if (job_->add(claim, 1) != 1) {
+    throw UsageError(fmt::format("rank {} of run {} is already taken by another process; give each "
+                                 "process its own distributed.rank",
+                                 o_.rank, o_.run_name));
+  }
+  const auto prove = [&](int who, const std::string& nonce) {
+    return hmac_sha256_hex(o_.token, fmt::format("pronghorn rank {} of {} {}", who, incarnation_, nonce));
+  };
+  if (o_.rank == 0) {
+    const std::string nonce0 = text(job_->get("nonce/0"));
+    std::string verdict(kOk);
+    const auto deadline = Clock::now() + o_.rendezvous_timeout;
+    for (int r = 1; r < o_.world_size && verdict == kOk; ++r) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const std::string proof_key = fmt::format("proof/{}", r);
+      try {
+        job_->wait({proof_key}, std::max(left, std::chrono::milliseconds(1)));
+      } catch (const std::exception&) {
+        verdict = fmt::format("{}rank {} did not join within {:.0f} s (distributed.rendezvous_timeout_s; "
+                              "rendezvous at {}:{})",
+                              kLost, r, seconds(o_.rendezvous_timeout), o_.host, o_.port);
+        break;
+      }
+      if (!tokens_equal(text(job_->get(proof_key)), prove(r, nonce0))) {
+        verdict = fmt::format(
+            "{}rank {}: its token differs from rank 0's; every rank needs the job's token "
+            "(server.token_file, PRONGHORN_TOKEN, or the shared run directory's token)",
+            kUsage, r);
+        break;
+      }
+      job_->set(fmt::format("proof0/{}", r), bytes(prove(0, text(job_->get(fmt::format("nonce/{}", r))))));
+    }
+    job_->set("verdict/handshake", bytes(verdict));
+    if (verdict != kOk) throw_verdict(verdict);
+    return;
+  }
+  const std::string nonce = random_hex(16);
+  job_->set(fmt::format("nonce/{}", o_.rank), bytes(nonce));
+  job_->set(fmt::format("proof/{}", o_.rank), bytes(prove(o_.rank, text(job_->get("nonce/0")))));
+  const std::string verdict = get("verdict/handshake", o_.rendezvous_timeout);
+  if (verdict != kOk) throw_verdict(verdict);
+  if (!tokens_equal(get(fmt::format("proof0/{}", o_.rank), o_.timeout), prove(0, nonce))) {
+    throw UsageError(fmt::format(
+        "rank {}: the rendezvous at {}:{} could not prove it holds this job's token: it is not "
+        "this job's rank 0, or the tokens differ",
+        o_.rank, o_.host, o_.port));
+  }
+}
+
+void Rendezvous::agree(const Facts& facts) {
+  set(fmt::format("facts/{}", o_.rank), serialize(facts));
+  if (o_.rank != 0) {
+    const std::string verdict = get("verdict/agree", o_.rendezvous_timeout);
+    if (verdict != kOk) throw_verdict(verdict);
+    return;
+  }
+  std::string verdict(kOk);
+  for (int r = 1; r < o_.world_size && verdict == kOk; ++r) {
+    const std::string difference =
+        first_difference(facts, deserialize(get(fmt::format("facts/{}", r), o_.timeout)), r);
+    if (!difference.empty()) verdict = std::string(kUsage) + difference;
+  }
+  set("verdict/agree", verdict);
+  if (verdict != kOk) throw_verdict(verdict);
+}
+
+// Its own connection: the main one may sit in a long wait.
+void Rendezvous::start_heartbeat() {
+  RendezvousOptions o = o_;
+  heartbeat_ = std::thread([this, o] {
+    try {
+      auto store = connect(o, false, o.timeout);
+      c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation_, store);
+      const std::string key = fmt::format("beat/{}", o.rank);
+      while (!stop_heartbeat_.load()) {
+        job.add(key, 1);
+        for (int i = 0; i < 10 && !stop_heartbeat_.load(); ++i) std::this_thread::sleep_for(100ms);
+      }
+    } catch (const std::exception& e) {
+      // Rank 0 gone: the collectives notice and name it; nothing to do here.
+      spdlog::debug("rendezvous heartbeat stopped: {}", e.what());
+    }
+  });
+}
+
+std::string Rendezvous::lost_peers() {
+  std::vector<int64_t> before(o_.world_size, -1);
+  try {
+    job_->setTimeout(2s);
+    for (int r = 0; r < o_.world_size; ++r) before[r] = job_->add(fmt::format("beat/{}", r), 0);
+    std::this_thread::sleep_for(2500ms);  // two beats and a half
+    std::vector<int> quiet;
+    for (int r = 0; r < o_.world_size; ++r) {
+      if (r != o_.rank && job_->add(fmt::format("beat/{}", r), 0) == before[r]) quiet.push_back(r);
+    }
+    if (quiet.empty()) return "a peer";
+    return fmt::format("rank{} {}", quiet.size() > 1 ? "s" : "", fmt::join(quiet, ", "));
+  } catch (const std::exception&) {
+    return o_.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
+  }
+}
+
+}  // namespace pronghorn::distributed
