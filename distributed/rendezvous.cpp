@@ -130,11 +130,6 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : o_(options) {
   start_heartbeat();
 }
 
-Rendezvous::~Rendezvous() {
-  stop_heartbeat_ = true;
-  if (heartbeat_.joinable()) heartbeat_.join();
-}
-
 int Rendezvous::port() const {
   return static_cast<c10d::TCPStore*>(root_.get())->getPort();
 }
@@ -240,40 +235,63 @@ void Rendezvous::agree(const Facts& facts) {
   if (verdict != kOk) throw_verdict(verdict);
 }
 
-// Its own connection: the main one may sit in a long wait.
+// Its own connection: the main one may sit in a long wait. Detached rather
+// than joined when it does not end soon (a stopped rank 0 holds its store
+// call): the deadline of a lost peer must hold.
 void Rendezvous::start_heartbeat() {
-  RendezvousOptions o = o_;
-  heartbeat_ = std::thread([this, o] {
+  heartbeat_ = std::make_shared<Heartbeat>();
+  std::thread([o = o_, incarnation = incarnation_, state = heartbeat_] {
     try {
       auto store = connect(o, false, o.timeout);
-      c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation_, store);
+      c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation, store);
       const std::string key = fmt::format("beat/{}", o.rank);
-      while (!stop_heartbeat_.load()) {
+      while (!state->stop.load()) {
         job.add(key, 1);
-        for (int i = 0; i < 10 && !stop_heartbeat_.load(); ++i) std::this_thread::sleep_for(100ms);
+        for (int i = 0; i < 10 && !state->stop.load(); ++i) std::this_thread::sleep_for(100ms);
       }
     } catch (const std::exception& e) {
       // Rank 0 gone: the collectives notice and name it; nothing to do here.
       spdlog::debug("rendezvous heartbeat stopped: {}", e.what());
     }
-  });
+    state->done.set_value();
+  }).detach();
 }
 
+Rendezvous::~Rendezvous() {
+  if (!heartbeat_) return;
+  heartbeat_->stop = true;
+  heartbeat_->done.get_future().wait_for(1500ms);
+}
+
+// On a connection of its own, in a thread of its own, bounded: the store may
+// be the thing that was lost.
 std::string Rendezvous::lost_peers() {
-  std::vector<int64_t> before(o_.world_size, -1);
-  try {
-    job_->setTimeout(2s);
-    for (int r = 0; r < o_.world_size; ++r) before[r] = job_->add(fmt::format("beat/{}", r), 0);
-    std::this_thread::sleep_for(2500ms);  // two beats and a half
-    std::vector<int> quiet;
-    for (int r = 0; r < o_.world_size; ++r) {
-      if (r != o_.rank && job_->add(fmt::format("beat/{}", r), 0) == before[r]) quiet.push_back(r);
+  auto answer = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> named = answer->get_future();
+  std::thread([o = o_, incarnation = incarnation_, answer] {
+    std::string result;
+    try {
+      auto store = connect(o, false, 2s);
+      c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation, store);
+      std::vector<int64_t> before(o.world_size);
+      for (int r = 0; r < o.world_size; ++r) before[r] = job.add(fmt::format("beat/{}", r), 0);
+      std::this_thread::sleep_for(2500ms);  // two beats and a half
+      std::vector<int> quiet;
+      for (int r = 0; r < o.world_size; ++r) {
+        if (r != o.rank && job.add(fmt::format("beat/{}", r), 0) == before[r]) quiet.push_back(r);
+      }
+      result = quiet.empty() ? "a peer"
+                             : fmt::format("rank{} {}", quiet.size() > 1 ? "s" : "",
+                                           fmt::join(quiet, ", "));
+    } catch (const std::exception&) {
+      result = o.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
     }
-    if (quiet.empty()) return "a peer";
-    return fmt::format("rank{} {}", quiet.size() > 1 ? "s" : "", fmt::join(quiet, ", "));
-  } catch (const std::exception&) {
+    answer->set_value(result);
+  }).detach();
+  if (named.wait_for(6s) != std::future_status::ready) {
     return o_.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
   }
+  return named.get();
 }
 
 }  // namespace pronghorn::distributed

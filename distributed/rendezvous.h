@@ -28,7 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <future>
 #include <utility>
 #include <vector>
 
@@ -94,8 +94,11 @@ class Rendezvous : public KeyValueStore {
   c10::intrusive_ptr<c10d::Store> root_;  // the TCPStore, unprefixed
   c10::intrusive_ptr<c10d::Store> job_;   // pronghorn/<run>/<incarnation>/
   std::string incarnation_;
-  std::atomic<bool> stop_heartbeat_{false};
-  std::thread heartbeat_;
+  struct Heartbeat {
+    std::atomic<bool> stop{false};
+    std::promise<void> done;
+  };
+  std::shared_ptr<Heartbeat> heartbeat_;
 };
 
 }  // namespace pronghorn::distributed

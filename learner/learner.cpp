@@ -20,6 +20,7 @@
 #include "learner/actor_capacity.h"
 #include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
+#include "learner/data_parallel.h"
 #include "learner/reporting.h"
 #include "learner/resume.h"
 #include "learner/run_stats.h"
@@ -71,7 +72,8 @@ class Learner::Loop {
         K_(c_.env.num_envs),
         B_(c_.learner.batch_size),
         spec_(o_.env),
-        id_(c_.run.name),
+        rank_(o_.collective ? o_.collective->rank() : 0),
+        id_(rank_ == 0 ? c_.run.name : fmt::format("{}-rank{}", c_.run.name, rank_)),
         ring_name_(buffer::own_segment_name(buffer::kRingSegment, id_)),
         slab_name_(buffer::own_segment_name(buffer::kSlabSegment, id_)),
         ring_(create_ring(c_, ring_name_, spec_)),
@@ -82,7 +84,8 @@ class Learner::Loop {
         config_digest_(fmt::format("{:016x}", fnv1a(to_toml(c_)))),
         reporter_(o.run_dir, c_.run.name + " on " + spec_.name),
         initial_actors_(initial_actor_count(c_.actor)) {
-    if (o.resume) resume();
+    if (o.resume && rank_ == 0) resume();
+    if (o_.collective) share_initial_state();
     trainer_.model()->write_flat(flat_.data());
     version_ = slab_->publish(flat_.data());
     publish_status();
@@ -101,6 +104,8 @@ class Learner::Loop {
   }
   void start_actors();
   void resume();
+  void share_initial_state();
+  ClusterStep learn_together(std::optional<PreparedBatch>& prepared);
   std::string checkpoint();
   void handle(ControlBoard::Pending& pending);
   v1::Status status() const;
@@ -114,11 +119,13 @@ class Learner::Loop {
   ControlBoard& board_;
   const std::atomic<bool>& stop_;
   const int64_t T_, K_, B_;
+  const int rank_;
   const EnvSpec spec_;
   const std::string id_, ring_name_, slab_name_;  // shared memory of this learner
   std::unique_ptr<buffer::Ring> ring_;
   Trainer trainer_;
   std::unique_ptr<buffer::WeightSlab> slab_;
+  std::optional<DataParallel> parallel_;  // with several learners
   std::vector<float> flat_;  // the model's parameters, as published
   const std::string checkpoints_;
   const std::string run_dir_absolute_ = std::filesystem::absolute(o_.run_dir).string();
@@ -161,6 +168,58 @@ void Learner::Loop::resume() {
                r.env_steps, r.learner_steps, r.policy_version);
 }
 
+// Rank 0's weights, optimizer state and counters (fresh or resumed) on every rank.
+void Learner::Loop::share_initial_state() {
+  parallel_.emplace(*o_.collective, trainer_, c_.loss.reduction == LossConfig::Reduction::kMean);
+  SharedCounters counters{stats_.env_steps, stats_.learner_steps, stats_.episodes,
+                          slab_->version()};
+  parallel_->share_initial_state(counters);
+  stats_.env_steps = counters.env_steps;
+  stats_.learner_steps = counters.learner_steps;
+  stats_.episodes = counters.episodes;
+  slab_->set_version(counters.policy_version);
+  spdlog::info("rank {} of {}: starting from rank 0's state ({} env steps, policy version {})",
+               rank_, parallel_->world_size(), counters.env_steps, counters.policy_version);
+}
+
+// One step of every rank together (data_parallel.h): this rank's gradients
+// (none without a batch), the all-reduce, and the same optimizer step
+// everywhere. Counters advance by the cluster's samples.
+ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared) {
+  StepStats step;
+  uint64_t samples = 0;
+  if (prepared) {
+    stats_.stage_time.learner_batch_s += prepared->batch_s;
+    step = trainer_.backward(prepared->batch);
+    samples = static_cast<uint64_t>(T_ * K_ * B_);
+  }
+  const bool target_here = c_.run.target_return != 0 && stats_.has_full_window() &&
+                           stats_.return_mean() >= c_.run.target_return;
+  const auto reduce_start = Clock::now();
+  const ClusterStep cluster = parallel_->reduce(samples, std::isfinite(step.total),
+                                                stop_.load() || stop_requested_, target_here);
+  stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);
+  stats_.last_allreduce_s = seconds(Clock::now() - reduce_start);
+  if (cluster.samples == 0) return cluster;  // nobody had a batch: no step anywhere
+  trainer_.apply(step, static_cast<double>(stats_.env_steps) / c_.run.total_steps);
+  const auto publish_start = Clock::now();
+  trainer_.model()->write_flat(flat_.data());
+  version_ = slab_->publish(flat_.data());
+  prefetcher_->set_version(version_);
+  stats_.stage_time.learner_publish_s += seconds(Clock::now() - publish_start);
+  stats_.add(prepared ? prepared->batch : Batch{}, step, prepared ? prepared->unrolls : 0,
+             cluster.samples);
+  stats_.local_env_steps += samples;
+  const int64_t interval = c_.distributed.check_interval_steps;
+  if (interval > 0 && stats_.learner_steps % static_cast<uint64_t>(interval) == 0 &&
+      parallel_->check_replicas(stats_.learner_steps)) {
+    trainer_.model()->write_flat(flat_.data());  // repaired: actors act with rank 0's weights
+    version_ = slab_->publish(flat_.data());
+    prefetcher_->set_version(version_);
+  }
+  return cluster;
+}
+
 std::string Learner::Loop::checkpoint() {
   Checkpoint ck;
   ck.env_steps = stats_.env_steps;
@@ -191,6 +250,7 @@ void Learner::Loop::handle(ControlBoard::Pending& pending) {
         spdlog::info("actors scaled from {} to {}", reply.previous_actors, reply.actors);
         break;
       case ControlRequest::Kind::kSaveCheckpoint:
+        if (rank_ != 0) throw UsageError("checkpoints are written by rank 0: ask its control plane");
         reply.checkpoint_path = checkpoint();
         spdlog::info("checkpoint {} (requested)", reply.checkpoint_path);
         break;
@@ -240,6 +300,7 @@ void Learner::Loop::learn(PreparedBatch& prepared) {
   prefetcher_->set_version(version_);
   times.learner_publish_s += seconds(Clock::now() - publish_start);
   stats_.add(prepared.batch, step, prepared.unrolls, static_cast<uint64_t>(T_ * K_ * B_));
+  stats_.local_env_steps += static_cast<uint64_t>(T_ * K_ * B_);
 }
 
 // A metrics.jsonl line, the curves and the progress line.
@@ -263,27 +324,40 @@ TrainResult Learner::Loop::run() {
   steps_at_report_ = stats_.env_steps;  // after any resume
   learner_steps_at_report_ = stats_.learner_steps;
   bool reached_target = false, finished = false;  // finished: target or step budget reached
-  while (!stop_.load() && !stop_requested_) {
+  // Several learners wait for a batch only so long, then step with none.
+  const auto batch_wait = parallel_ ? std::chrono::milliseconds(c_.distributed.batch_wait_ms) : 100ms;
+  while (parallel_ || (!stop_.load() && !stop_requested_)) {
     supervisor_->poll(ring_->counters().committed);  // throws when actors keep failing
     while (auto pending = board_.next()) handle(*pending);
-    if (stop_requested_) break;
+    if (stop_requested_ && !parallel_) break;
     auto now = Clock::now();
     if (now - last_status >= 100ms) {
       publish_status();
       last_status = now;
     }
     const auto wait_start = Clock::now();
-    std::optional<PreparedBatch> prepared = prefetcher_->next(100ms);
+    std::optional<PreparedBatch> prepared = prefetcher_->next(batch_wait);
     stats_.stage_time.learner_wait_s += seconds(Clock::now() - wait_start);
-    if (!prepared) continue;
-    learn(*prepared);
+    if (parallel_) {
+      // Every rank leaves at the same step: a stop anywhere is a vote.
+      const ClusterStep cluster = learn_together(prepared);
+      if (cluster.stop) {
+        stop_requested_ = true;
+        break;
+      }
+      reached_target = cluster.target;
+      if (cluster.samples == 0) continue;
+    } else {
+      if (!prepared) continue;
+      learn(*prepared);
+      reached_target = c_.run.target_return != 0 && stats_.has_full_window() &&
+                       stats_.return_mean() >= c_.run.target_return;
+    }
     now = Clock::now();
-    reached_target = c_.run.target_return != 0 && stats_.has_full_window() &&
-                     stats_.return_mean() >= c_.run.target_return;
     finished = reached_target || stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps);
     if (finished) break;
     if (seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
-    if (c_.run.checkpoint_interval_s > 0 && now >= next_checkpoint) {
+    if (rank_ == 0 && c_.run.checkpoint_interval_s > 0 && now >= next_checkpoint) {
       next_checkpoint = now + as_duration(c_.run.checkpoint_interval_s);
       try {
         checkpoint();
@@ -298,8 +372,9 @@ TrainResult Learner::Loop::run() {
   // The batch prepared during the last step has left the ring. A stopped run
   // trains on it (a resume goes on from there); a finished one drops it, so
   // that its result, its last metrics line and its checkpoint are one state.
+  // Several learners take no step alone: theirs is dropped either way.
   if (std::optional<PreparedBatch> left = prefetcher_->stop()) {
-    if (finished) {
+    if (finished || parallel_) {
       stats_.untrained_unrolls += left->unrolls;
     } else {
       learn(*left);
@@ -307,7 +382,7 @@ TrainResult Learner::Loop::run() {
   }
   report(Clock::now());
   std::string final_checkpoint;
-  if (checkpoint_at_stop_ && (stats_.learner_steps > 0 || stop_requested_)) {
+  if (rank_ == 0 && checkpoint_at_stop_ && (stats_.learner_steps > 0 || stop_requested_)) {
     final_checkpoint = checkpoint();
     spdlog::info("checkpoint {}", final_checkpoint);
   }

@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/env_spec.h"
+#include "distributed/collective.h"
 #include "learner/control_board.h"
 
 namespace pronghorn::learner {
@@ -23,6 +24,11 @@ struct TrainOptions {
   EnvSpec env;          // the env config.env names, from check_job_config()
   std::string run_dir;  // exists; config.toml is written there first
   bool resume = false;  // continue from the newest valid checkpoint in run_dir/checkpoints
+  // Several learners (docs/architecture.md §2): this rank's side of the
+  // job's collective, nullptr for a learner alone. Rank 0 reads the
+  // checkpoint and writes them; every rank starts from rank 0's state. On
+  // ranks > 0 run_dir is their own <run>/ranks/<r>.
+  distributed::Collective* collective = nullptr;
 };
 
 // Where the run ended: the same figures as its last metrics.jsonl line and

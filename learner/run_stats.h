@@ -19,7 +19,7 @@ namespace pronghorn::learner {
 struct StageTimes {
   double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;
   double learner_wait_s = 0, learner_batch_s = 0, learner_forward_s = 0, learner_backward_s = 0,
-         learner_optimizer_s = 0, learner_publish_s = 0;
+         learner_optimizer_s = 0, learner_publish_s = 0, learner_allreduce_s = 0;
 };
 
 // Returns are averaged over this many of the last episodes (the "solved"
@@ -29,6 +29,8 @@ constexpr size_t kRecentEpisodes = 100;
 struct RunStats {
   uint64_t env_steps = 0, learner_steps = 0, episodes = 0;  // since the run began
   uint64_t unrolls = 0, lag_sum = 0, lag_max = 0;           // since this learner started
+  uint64_t local_env_steps = 0;        // trained here; env_steps counts every rank's
+  double last_allreduce_s = 0;         // several learners: the last step's all-reduce
   uint64_t untrained_unrolls = 0;      // taken after the run finished, not trained on
   std::deque<float> recent;            // returns of the last episodes
   std::deque<int32_t> recent_lengths;  // and their lengths

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -84,7 +85,7 @@ Batch Trainer::on_device(const Batch& cpu) const {
   return b;
 }
 
-StepStats Trainer::learn(const Batch& batch, double progress) {
+StepStats Trainer::backward(const Batch& batch) {
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -134,14 +135,20 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
   optimizer_->zero_grad();
   loss.total.backward();
   s.backward_s = seconds_since(backward_start);
-  const auto optimizer_start = Clock::now();
-  s.grad_norm = c_.learner.max_grad_norm > 0 ? torch::nn::utils::clip_grad_norm_(
-                                                   model_->parameters(), c_.learner.max_grad_norm)
-                                             : 0.0;
   s.total = loss.total.item<double>();
   s.policy = loss.policy.item<double>();
   s.value = loss.value.item<double>();
   s.entropy = loss.entropy.item<double>();
+  return s;
+}
+
+void Trainer::apply(StepStats& s, double progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto optimizer_start = Clock::now();
+  // The norm is wanted even unclipped: it is the finite check's input.
+  const double max_norm = c_.learner.max_grad_norm > 0 ? c_.learner.max_grad_norm
+                                                       : std::numeric_limits<double>::infinity();
+  s.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), max_norm);
   // A NaN or inf would reach every weight in this step and every actor after
   // it: the job ends here, its weights and checkpoints as they were.
   PRONGHORN_CHECK(std::isfinite(s.total) && std::isfinite(s.grad_norm),
@@ -155,8 +162,7 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
                                       : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   optimizer_->step();
-  s.optimizer_s = seconds_since(optimizer_start);
-  return s;
+  s.optimizer_s = std::chrono::duration<double>(Clock::now() - optimizer_start).count();
 }
 
 }  // namespace pronghorn::learner

@@ -41,7 +41,21 @@ class Trainer {
   void load_optimizer_state(const std::string& state);
 
   // One optimizer step on `batch`; `progress` in [0, 1] drives the LR schedule.
-  StepStats learn(const Batch& batch, double progress);
+  StepStats learn(const Batch& batch, double progress) {
+    StepStats s = backward(batch);
+    apply(s, progress);
+    return s;
+  }
+
+  // The two halves of learn(), apart so that several learners can sum their
+  // gradients between them (learner/data_parallel.h).
+  // Forward, loss and backward: the gradients are left in the parameters'
+  // .grad, not applied. Throws Error when the loss is not finite.
+  StepStats backward(const Batch& batch);
+  // Clips the gradients to learner.max_grad_norm (the norm of all of them),
+  // checks them finite and takes one optimizer step; fills s.grad_norm and
+  // s.optimizer_s. Throws Error, leaving the weights, when they are not finite.
+  void apply(StepStats& s, double progress);
 
  private:
   Batch on_device(const Batch& cpu) const;

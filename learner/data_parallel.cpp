@@ -1,0 +1,119 @@
+#include "learner/data_parallel.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/fnv.h"
+
+namespace pronghorn::learner {
+namespace {
+
+// The tail of the all-reduce buffer, after the gradients.
+constexpr int64_t kSamples = 0, kStopVotes = 1, kTargetVotes = 2, kTail = 3;
+
+std::span<std::byte> bytes_of(void* data, size_t n) {
+  return {static_cast<std::byte*>(data), n};
+}
+
+// Floats count samples exactly up to 2^24 per step.
+constexpr double kMaxExactSamples = 1 << 24;
+
+}  // namespace
+
+DataParallel::DataParallel(distributed::Collective& collective, Trainer& trainer,
+                           bool mean_reduction)
+    : collective_(collective),
+      trainer_(trainer),
+      mean_(mean_reduction),
+      params_(trainer.model()->parameters()) {
+  for (const at::Tensor& p : params_) count_ += p.numel();
+  // Gloo reduces CPU memory; NCCL the device's (nccl_collective.h).
+  const at::Device device = collective.backend() == "nccl" ? trainer.device() : at::kCPU;
+  flat_ = torch::zeros({count_ + kTail}, torch::TensorOptions().dtype(at::kFloat).device(device));
+}
+
+ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool stop,
+                                 bool target) {
+  PRONGHORN_CHECK(samples < kMaxExactSamples, "a learner step of ", samples,
+                  " samples is more than a data-parallel step counts exactly (2^24)");
+  at::NoGradGuard no_grad;
+  const float weight = mean_ ? static_cast<float>(samples) : 1.0f;
+  int64_t offset = 0;
+  for (const at::Tensor& p : params_) {
+    at::Tensor slot = flat_.slice(0, offset, offset + p.numel());
+    if (samples == 0 || !p.grad().defined()) {
+      slot.zero_();
+    } else if (!local_loss_finite) {
+      slot.fill_(std::numeric_limits<float>::quiet_NaN());
+    } else {
+      slot.copy_(p.grad().flatten()).mul_(weight);
+    }
+    offset += p.numel();
+  }
+  at::Tensor tail = flat_.slice(0, count_, count_ + kTail);
+  tail.copy_(torch::tensor({static_cast<float>(samples), stop ? 1.0f : 0.0f, target ? 1.0f : 0.0f}));
+  collective_.all_reduce_sum(std::span<float>(flat_.data_ptr<float>(), flat_.numel()));
+  const at::Tensor totals = tail.cpu();
+  ClusterStep step;
+  step.samples = static_cast<uint64_t>(std::llround(totals[kSamples].item<double>()));
+  step.stop = totals[kStopVotes].item<float>() > 0;
+  step.target = totals[kTargetVotes].item<float>() > 0;
+  if (step.samples == 0) return step;
+  const float scale = mean_ ? 1.0f / static_cast<float>(step.samples) : 1.0f;
+  offset = 0;
+  for (at::Tensor& p : params_) {
+    at::Tensor sum = flat_.slice(0, offset, offset + p.numel()).view_as(p).to(p.device());
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    p.mutable_grad().copy_(sum).mul_(scale);
+    offset += p.numel();
+  }
+  return step;
+}
+
+void DataParallel::broadcast_model() {
+  // Parameters.
+  std::vector<float> flat(count_);
+  trainer_.model()->write_flat(flat.data());
+  collective_.broadcast(bytes_of(flat.data(), flat.size() * sizeof(float)), 0);
+  if (rank() != 0) trainer_.model()->read_flat(flat.data());
+  // Optimizer state, its length first: it differs between a fresh optimizer
+  // and one that has stepped.
+  std::string state = rank() == 0 ? trainer_.optimizer_state() : std::string();
+  int64_t length = static_cast<int64_t>(state.size());
+  collective_.broadcast(bytes_of(&length, sizeof length), 0);
+  state.resize(static_cast<size_t>(length));
+  collective_.broadcast(bytes_of(state.data(), state.size()), 0);
+  if (rank() != 0) trainer_.load_optimizer_state(state);
+}
+
+void DataParallel::share_initial_state(SharedCounters& counters) {
+  broadcast_model();
+  collective_.broadcast(bytes_of(&counters, sizeof counters), 0);
+}
+
+bool DataParallel::check_replicas(uint64_t learner_step) {
+  std::vector<float> flat(count_);
+  trainer_.model()->write_flat(flat.data());
+  const uint64_t mine = fnv1a(std::string_view(reinterpret_cast<const char*>(flat.data()),
+                                               flat.size() * sizeof(float)));
+  // Each rank's checksum in its own place; the sum gathers them all.
+  std::vector<int64_t> sums(world_size(), 0);
+  sums[rank()] = static_cast<int64_t>(mine);
+  collective_.all_reduce_sum(std::span<int64_t>(sums));
+  std::vector<int> differing;
+  for (int r = 1; r < world_size(); ++r) {
+    if (sums[r] != sums[0]) differing.push_back(r);
+  }
+  if (differing.empty()) return false;
+  spdlog::warn(
+      "parameters of rank{} {} differ from rank 0's after learner step {}: rank 0's weights and "
+      "optimizer state are broadcast again",
+      differing.size() > 1 ? "s" : "", fmt::join(differing, ", "), learner_step);
+  broadcast_model();
+  return true;
+}
+
+}  // namespace pronghorn::learner

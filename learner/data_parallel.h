@@ -1,0 +1,74 @@
+// Several learners training one model, data-parallel (docs/architecture.md
+// §2): each rank learns on its own node's batches and the ranks sum their
+// gradients in one all-reduce per step, so every replica takes the same
+// optimizer step and stays identical.
+//
+// The step's one collective call carries, after the flat gradients, each
+// rank's sample count n and its votes: [g·n, n, stop, target]. Divided by the
+// total n, the gradient is the one of the concatenated batch (loss.reduction
+// = "mean"; with "sum" the gradients add). A rank with no batch within
+// distributed.batch_wait_ms enters with n = 0, so slow actors on one node hold
+// nobody back; when the total is 0 every rank skips the step together. The
+// votes end the job on every rank at the same step (a Stop request, SIGTERM,
+// the target reached on one rank's episodes). Every rank makes the same
+// sequence of calls whatever its batches: that is what keeps them in step.
+// Threads: the learner's loop.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distributed/collective.h"
+#include "learner/trainer.h"
+
+namespace pronghorn::learner {
+
+// The counters a resumed run continues from; rank 0's reach every rank.
+struct SharedCounters {
+  uint64_t env_steps = 0, learner_steps = 0, episodes = 0, policy_version = 0;
+};
+
+// What the ranks decided together in one step.
+struct ClusterStep {
+  uint64_t samples = 0;  // over every rank; 0: nobody had a batch, nothing applied
+  bool stop = false;     // some rank was asked to stop
+  bool target = false;   // some rank's episodes reached run.target_return
+};
+
+class DataParallel {
+ public:
+  DataParallel(distributed::Collective& collective, Trainer& trainer, bool mean_reduction);
+
+  int rank() const { return collective_.rank(); }
+  int world_size() const { return collective_.world_size(); }
+
+  // Rank 0's parameters, optimizer state and counters on every rank; rank 0's
+  // `counters` are read, the others' written.
+  void share_initial_state(SharedCounters& counters);
+
+  // Sums the gradients trainer.backward() left (or zeros, when `samples` is
+  // 0: this rank had no batch) and the votes over every rank, leaving the
+  // cluster's gradient in the parameters' .grad. A non-finite local loss
+  // poisons the sum, so that every rank's apply() refuses the step together.
+  ClusterStep reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target);
+
+  // Every check_interval_steps: compares every rank's parameter checksum with
+  // rank 0's; a difference is logged and repaired by a re-broadcast of rank
+  // 0's parameters and optimizer state. Returns whether it repaired.
+  bool check_replicas(uint64_t learner_step);
+
+ private:
+  void broadcast_model();
+
+  distributed::Collective& collective_;
+  Trainer& trainer_;
+  const bool mean_;
+  std::vector<at::Tensor> params_;
+  int64_t count_ = 0;  // parameters
+  at::Tensor flat_;    // [count + 3] on the collective's device
+};
+
+}  // namespace pronghorn::learner
