@@ -134,6 +134,31 @@ struct ServerConfig {
   int64_t metrics_port = 7454;  // Prometheus /metrics on loopback; 0 = any free port, -1 = off
 };
 
+// Several learners training one model (data-parallel). Where this learner
+// stands in the group, when not set here, comes from the environment a
+// launcher leaves (torchrun, Slurm, a Kubernetes Indexed Job):
+// distributed/placement.h resolves it.
+struct DistributedConfig {
+  enum class Backend { kAuto, kGloo, kNccl };
+
+  // Learners in the job: empty is "auto", from the environment, else 1
+  // (today's single learner).
+  std::optional<int64_t> world_size;
+  // This learner's place in [0, world_size): empty is "auto", from the environment.
+  std::optional<int64_t> rank;
+  // HOST:PORT of rank 0's store ([::1]:PORT for IPv6); empty = from the
+  // environment. Port 0 only on rank 0: it picks a free port.
+  std::string rendezvous;
+  Backend backend = Backend::kAuto;    // auto: NCCL when the learner is on CUDA, Gloo otherwise
+  std::string interface;               // for collectives; empty = the one that routes to rank 0
+  double timeout_s = 60;               // deadline of every collective call
+  double rendezvous_timeout_s = 300;   // how long ranks wait for each other at start
+  int64_t check_interval_steps = 100;  // learner steps between parameter checksums; 0 = never
+  int64_t batch_wait_ms = 50;  // a rank with no batch by then enters the step with 0 samples
+};
+
+constexpr ChoiceNames<3> names_of(DistributedConfig::Backend) { return {"auto", "gloo", "nccl"}; }
+
 struct Config {
   EnvConfig env;
   ActorConfig actor;
@@ -142,6 +167,7 @@ struct Config {
   ModelConfig model;
   RunConfig run;
   ServerConfig server;
+  DistributedConfig distributed;
 };
 
 // Defaults, then `toml_path` (skipped when empty), then `overrides`, each
@@ -158,6 +184,18 @@ void validate(const Config& config);
 
 // Whether HOST:PORT names this machine only (127.0.0.0/8, ::1, localhost).
 bool is_loopback_address(const std::string& host_port);
+
+// HOST:PORT in its parts. An IPv6 host is written in brackets ([::1]:29500)
+// and comes back without them ("::1").
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+// `text` split as HOST:PORT, or nullopt unless the host is non-empty (no
+// spaces; brackets around one with colons) and the port is a number in
+// [0, 65535].
+std::optional<HostPort> parse_host_port(std::string_view text);
 
 // The resolved config as TOML that load_config() reads back to an equal Config.
 std::string to_toml(const Config& config);

@@ -1,11 +1,14 @@
 // The checks of a Config that span keys (one key's range is in the table,
 // config_schema.cpp): batch and ring sizes, loss choices that go together,
-// TLS files in pairs, a control address that is safe to listen on.
+// TLS files in pairs, a control address that is safe to listen on, a rank
+// inside the world and a well-formed rendezvous address.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <string_view>
 
 #include "core/config.h"
 #include "core/config_schema.h"
@@ -25,6 +28,31 @@ bool is_loopback_address(const std::string& host_port) {
   return host == "localhost";
 }
 
+std::optional<HostPort> parse_host_port(std::string_view text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port = text.substr(colon + 1);
+  const auto is_digit = [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; };
+  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), is_digit)) {
+    return std::nullopt;
+  }
+  const int number = std::stoi(std::string(port));
+  if (number > 65535) return std::nullopt;
+  // [::1]:29500: the brackets keep an IPv6 host's colons apart from the port's.
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const bool host_ok = !host.empty() && std::none_of(host.begin(), host.end(), [](char ch) {
+    return std::isspace(static_cast<unsigned char>(ch)) ||
+           std::iscntrl(static_cast<unsigned char>(ch)) || ch == '[' || ch == ']' || ch == '/';
+  });
+  if (!host_ok) return std::nullopt;
+  return HostPort{std::string(host), number};
+}
+
 namespace {
 
 using config_schema::fail;
@@ -41,6 +69,42 @@ void check_address(const std::string& key, const std::string& address) {
   if (!ok || port > 65535) {
     fail(fmt::format("{} = {}: expected HOST:PORT with a port in [0, 65535] (0: any free port)",
                      key, quoted(address)));
+  }
+}
+
+// [distributed]: rank inside the world, a rendezvous address rank 0's store
+// can be reached at, an interface name the kernel could have.
+void check_distributed(const DistributedConfig& d) {
+  if (d.rank && d.world_size && *d.rank >= *d.world_size) {
+    fail(fmt::format("distributed.rank = {}: expected less than distributed.world_size = {}",
+                     *d.rank, *d.world_size));
+  }
+  if (!d.rendezvous.empty()) {
+    const std::optional<HostPort> address = parse_host_port(d.rendezvous);
+    if (!address) {
+      fail(fmt::format(
+          "distributed.rendezvous = {}: expected HOST:PORT of rank 0's store with a port in "
+          "[0, 65535] (an IPv6 host in brackets: [::1]:29500), or empty for the environment's",
+          quoted(d.rendezvous)));
+    }
+    if (address->port == 0 && d.rank && *d.rank != 0) {
+      fail(
+          fmt::format("distributed.rendezvous = {}: port 0 (any free port) is for rank 0 only; "
+                      "distributed.rank = {} needs the port rank 0 listens on",
+                      quoted(d.rendezvous), *d.rank));
+    }
+  }
+  // IFNAMSIZ is 16 with the terminating zero.
+  const bool interface_ok =
+      d.interface.size() < 16 && std::none_of(d.interface.begin(), d.interface.end(), [](char ch) {
+        return std::isspace(static_cast<unsigned char>(ch)) ||
+               std::iscntrl(static_cast<unsigned char>(ch)) || ch == '/' || ch == ':';
+      });
+  if (!interface_ok) {
+    fail(fmt::format(
+        "distributed.interface = {}: expected a network interface name (e.g. \"eth0\"; at most "
+        "15 characters, no spaces, '/' or ':'), or empty for the one that routes to rank 0",
+        quoted(d.interface)));
   }
 }
 
@@ -82,6 +146,7 @@ void config_schema::check_combinations(const Config& c) {
   if (c.env.name.empty() && c.env.plugin.empty()) {
     fail("env.name = \"\": expected a built-in env name, or env.plugin set");
   }
+  check_distributed(c.distributed);
 }
 
 }  // namespace pronghorn
