@@ -119,8 +119,8 @@ class Learner::Loop {
   ControlBoard& board_;
   const std::atomic<bool>& stop_;
   const int64_t T_, K_, B_;
-  const int rank_;
   const EnvSpec spec_;
+  const int rank_;
   const std::string id_, ring_name_, slab_name_;  // shared memory of this learner
   std::unique_ptr<buffer::Ring> ring_;
   Trainer trainer_;
