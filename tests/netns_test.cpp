@@ -76,6 +76,21 @@ int tcp_socket(const NetnsPair& pair, std::optional<Side> side) {
   return fd;
 }
 
+// A socket in the side's namespace listening on its address at kPort; the
+// kernel completes handshakes from the backlog, so connects succeed unaccepted.
+int listen_in(const NetnsPair& pair, Side side) {
+  const int fd = tcp_socket(pair, side);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(kPort);
+  inet_pton(AF_INET, pair.address(side).c_str(), &at.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 || listen(fd, 16) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Connects `fd` within `timeout`: 0, the socket's error, or ETIMEDOUT when the
 // deadline passed with no answer at all (the kernel's own SYN timeout is minutes).
 int connect_within(int fd, const std::string& address, milliseconds timeout) {
@@ -185,6 +200,11 @@ TEST(NetnsTest, CutSilencesAnEstablishedConnectionWithoutResetAndHealRestoresIt)
   const int fd = connect_to_echo(pair, Side::b);
   ASSERT_GE(fd, 0) << file_text(log_path("cut"));
   ASSERT_TRUE(echoes(fd, "before"));
+  const int listener = listen_in(pair, Side::b);  // for connects from a to b
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  const int a_to_b = tcp_socket(pair, Side::a);
+  ASSERT_EQ(connect_within(a_to_b, pair.address_b(), std::chrono::seconds(5)), 0);
+  close(a_to_b);
 
   pair.cut();
   pair.cut();  // idempotent
@@ -198,10 +218,14 @@ TEST(NetnsTest, CutSilencesAnEstablishedConnectionWithoutResetAndHealRestoresIt)
   socklen_t size = sizeof error;
   getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
   EXPECT_EQ(error, 0) << "the connection saw an error: " << std::strerror(error);
-  const int fresh = tcp_socket(pair, Side::b);
-  EXPECT_EQ(connect_within(fresh, pair.address_a(), std::chrono::seconds(1)), ETIMEDOUT)
-      << "a new connect must go unanswered, not be refused or unreachable";
-  close(fresh);
+  for (const Side from : {Side::b, Side::a}) {  // both directions
+    const int fresh = tcp_socket(pair, from);
+    const std::string& to = pair.address(from == Side::a ? Side::b : Side::a);
+    const int result = connect_within(fresh, to, std::chrono::seconds(1));
+    EXPECT_EQ(result, ETIMEDOUT) << "a new connect to " << to
+                                 << " must go unanswered, not fail with: " << std::strerror(result);
+    close(fresh);
+  }
 
   pair.heal();
   pair.heal();  // idempotent
@@ -213,6 +237,42 @@ TEST(NetnsTest, CutSilencesAnEstablishedConnectionWithoutResetAndHealRestoresIt)
   EXPECT_EQ(receive(fd, during.size(), std::chrono::seconds(15), &error), during)
       << std::strerror(error);
   close(fd);
+  close(listener);
+}
+
+// Whether a datagram sent from `from` reaches a socket bound in the other
+// side within 300 ms (UDP: a one-way cut shows, unlike with TCP's handshake).
+bool datagram_arrives(const NetnsPair& pair, Side from) {
+  const Side to = from == Side::a ? Side::b : Side::a;
+  int sender = -1, receiver = -1;
+  pair.run_in(from, [&] { sender = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0); });
+  pair.run_in(to, [&] { receiver = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0); });
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(kPort);
+  inet_pton(AF_INET, pair.address(to).c_str(), &at.sin_addr);
+  bool arrived = false;
+  if (bind(receiver, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0) {
+    sendto(sender, "x", 1, 0, reinterpret_cast<sockaddr*>(&at), sizeof at);
+    pollfd p{receiver, POLLIN, 0};
+    arrived = poll(&p, 1, 300) == 1;
+  }
+  close(sender);
+  close(receiver);
+  return arrived;
+}
+
+TEST(NetnsTest, CutDropsDatagramsBothWaysAndHealPassesThem) {
+  SKIP_WITHOUT_NETNS();
+  NetnsPair pair;
+  EXPECT_TRUE(datagram_arrives(pair, Side::a));
+  EXPECT_TRUE(datagram_arrives(pair, Side::b));
+  pair.cut();
+  EXPECT_FALSE(datagram_arrives(pair, Side::a)) << "a to b passes the cut";
+  EXPECT_FALSE(datagram_arrives(pair, Side::b)) << "b to a passes the cut";
+  pair.heal();
+  EXPECT_TRUE(datagram_arrives(pair, Side::a));
+  EXPECT_TRUE(datagram_arrives(pair, Side::b));
 }
 
 TEST(NetnsTest, RootNamespaceCannotReachThePair) {

@@ -255,11 +255,12 @@ std::string NetnsPair::exec_prefix(Side side) const {
 
 // Dropped at IP input on each side, like packets lost on the wire: the sender
 // sees no error. The alternatives are not silent: a veth set down removes the
-// subnet's route (connect and send fail at once with ENETUNREACH), an nft drop
-// at output returns EPERM to the sending socket, and a drop at the netdev hook
-// would also drop ARP, after which the kernel reports EHOSTUNREACH. ARP still
-// answers here, so the partition is pure silence, as across a switch that lost
-// the path: TCP retransmits until its own timeout, no RST, no ICMP.
+// subnet's route (connect fails at once with ENETUNREACH; netns_test sees it),
+// an nft drop at output hands the sending call EPERM (UDP's send fails with it),
+// and a drop at the netdev hook would also drop ARP, after which the kernel
+// reports EHOSTUNREACH. ARP still answers here, so the partition is pure
+// silence, as across a switch that lost the path: TCP retransmits until its
+// own timeout, no RST, no ICMP (and a RST either side sent would be dropped).
 void NetnsPair::cut() {
   for (int s = 0; s < 2; ++s) {
     const std::string table = kPartitionTable;
