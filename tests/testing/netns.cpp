@@ -96,10 +96,27 @@ std::string resolve(const std::string& program) {
   std::istringstream dirs(std::string(path ? path : "/usr/bin:/bin") + ":/usr/sbin:/sbin");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return program;  // execv fails, the child exits 127
+}
+
+// Adds the blackhole route that holds `subnet`: "" when held, else why not
+// (with "File exists" when another pair holds it).
+std::string hold_subnet(const std::string& subnet) {
+  const std::string command = "ip route add blackhole " + subnet;
+  auto [code, out] = run_command(command);
+  return code == 0 ? "" : "netns: `" + command + "` failed: " + out;
+}
+
+// The nft script that drops every packet arriving over `interface`; run again
+// it replaces itself (flush), so cut() is idempotent.
+std::string partition_script(const std::string& interface) {
+  const std::string table = kPartitionTable;
+  return "add table " + table + "; flush table " + table + "; add chain " + table +
+         " input { type filter hook input priority filter; policy accept; }; add rule " + table +
+         " input iifname \"" + interface + "\" drop";
 }
 
 int open_namespace(const std::string& name) {
@@ -195,11 +212,11 @@ NetnsPair::NetnsPair() {
     names_[0] = stem + "-a";
     must("ip netns add " + names_[0]);
     const std::string subnet = subnet_base(index, 0) + "/30";
-    auto [code, out] = run_command("ip route add blackhole " + subnet);
-    if (code != 0) {
+    const std::string refused = hold_subnet(subnet);
+    if (!refused.empty()) {
       run_command("ip netns del " + names_[0]);
-      if (out.find("File exists") != std::string::npos) continue;  // another pair's subnet
-      throw Error("netns: `ip route add blackhole " + subnet + "` failed: " + out);
+      if (refused.find("File exists") != std::string::npos) continue;  // another pair's subnet
+      throw Error(refused);
     }
     index_ = index;
     subnet_ = subnet;
@@ -262,21 +279,16 @@ std::string NetnsPair::exec_prefix(Side side) const {
 // silence, as across a switch that lost the path: TCP retransmits until its
 // own timeout, no RST, no ICMP (and a RST either side sent would be dropped).
 void NetnsPair::cut() {
-  for (int s = 0; s < 2; ++s) {
-    const std::string table = kPartitionTable;
-    must(exec_prefix(s == 0 ? Side::a : Side::b) + " nft 'add table " + table + "; flush table " +
-         table + "; add chain " + table +
-         " input { type filter hook input priority filter; policy accept; }; add rule " + table +
-         " input iifname \"" + interfaces_[s] + "\" drop'");
+  for (const Side side : {Side::a, Side::b}) {
+    must(exec_prefix(side) + " nft '" + partition_script(interface(side)) + "'");
   }
 }
 
 void NetnsPair::heal() {
-  for (int s = 0; s < 2; ++s) {
-    const std::string table = kPartitionTable;
-    must(exec_prefix(s == 0 ? Side::a : Side::b) + " nft 'add table " + table + "; delete table " +
-         table + "'");
-  }
+  // "add" first: deleting a table that is not there fails.
+  static const std::string script =
+      std::string("add table ") + kPartitionTable + "; delete table " + kPartitionTable;
+  for (const Side side : {Side::a, Side::b}) must(exec_prefix(side) + " nft '" + script + "'");
 }
 
 pid_t NetnsPair::spawn_in(Side side, const std::vector<std::string>& argv,

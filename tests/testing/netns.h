@@ -74,12 +74,14 @@ class NetnsPair {
   void heal();
 
   // `argv` run inside the side's namespace (fork, setns, execv; argv[0] is
-  // searched in PATH, then /usr/sbin and /sbin, when it has no '/'), stdout and stderr appended to
-  // `output_file` ("" = /dev/null). The pid is the real process's, so
-  // kill(pid, SIGKILL) hits it. Reap it with wait_exit_within (or
-  // testing::wait_exit); the destructor kills what still runs. Throws when
-  // the namespace or the output file cannot be opened; a program that cannot
-  // be executed exits 127.
+  // searched in PATH, then /usr/sbin and /sbin, when it has no '/'), stdout
+  // and stderr appended to `output_file` ("" = /dev/null). The pid is the
+  // real process's, so kill(pid, SIGKILL) hits it. Reap it with
+  // wait_exit_within (or testing::wait_exit); the destructor kills what still
+  // runs. Throws when the namespace or the output file cannot be opened; a
+  // program that cannot be executed exits 127. Extra environment: start
+  // {"env", "GLOO_SOCKET_IFNAME=" + interface(side), program, ...} (env
+  // execs, the pid stays). Unlike `ip netns exec`, /sys is the root's.
   pid_t spawn_in(Side side, const std::vector<std::string>& argv,
                  const std::string& output_file = "") const;
 
