@@ -18,8 +18,10 @@ namespace pronghorn::control {
 class ControlPlane {
  public:
   // Throws Error naming the address, port or file when it cannot listen.
-  ControlPlane(const ServerConfig& config, const std::string& run_dir,
-               learner::ControlBoard& board);
+  // `token`: the job's, when the caller has it (several learners share
+  // one); empty: server.token_file's, else the run directory's.
+  ControlPlane(const ServerConfig& config, const std::string& run_dir, learner::ControlBoard& board,
+               const std::string& token = "");
 
  private:
   std::optional<MetricsExporter> metrics_;

@@ -20,18 +20,17 @@ at::Tensor view(std::span<T> data, at::ScalarType type) {
 GlooCollective::GlooCollective(const c10::intrusive_ptr<c10d::Store>& store, GlooOptions options)
     : o_(std::move(options)) {
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(o_.timeout);
-  gloo_options->devices.push_back(
-      c10d::ProcessGroupGloo::createDeviceForHostname(o_.bind_address));
+  gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o_.bind_address));
   gloo_options->threads = 1;  // one call in flight at a time
   try {
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, o_.rank, o_.world_size,
-                                                         gloo_options);
+    group_ =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(store, o_.rank, o_.world_size, gloo_options);
   } catch (const std::exception& e) {
     broken_ = true;
-    throw PeerLost(fmt::format("rank {}: connecting the Gloo collective from {} failed within "
-                               "{:.0f} s: {}; lost: {}",
-                               o_.rank, o_.bind_address, seconds(o_.timeout), e.what(),
-                               o_.lost_peers()));
+    throw PeerLost(
+        fmt::format("rank {}: connecting the Gloo collective from {} failed within "
+                    "{:.0f} s: {}; lost: {}",
+                    o_.rank, o_.bind_address, seconds(o_.timeout), e.what(), o_.lost_peers()));
   }
 }
 
@@ -53,9 +52,10 @@ void GlooCollective::run(const char* what,
     if (const size_t newline = cause.find('\n'); newline != std::string::npos) {
       cause.resize(newline);  // c10::Error appends a backtrace
     }
-    throw PeerLost(fmt::format("rank {}: lost {}: {} failed within the {:.0f} s deadline "
-                               "(distributed.timeout_s): {}",
-                               o_.rank, o_.lost_peers(), what, seconds(o_.timeout), cause));
+    throw PeerLost(
+        fmt::format("rank {}: lost {}: {} failed: {} (deadline {:g} s, "
+                    "distributed.timeout_s)",
+                    o_.rank, o_.lost_peers(), what, cause, seconds(o_.timeout)));
   }
 }
 

@@ -8,12 +8,11 @@
 // _exit (main does, for a PeerLost), so the deadline holds.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "distributed/collective.h"
 
@@ -22,7 +21,7 @@ namespace pronghorn::distributed {
 struct GlooOptions {
   int rank = 0;
   int world_size = 1;
-  std::string bind_address;            // this rank's address toward rank 0
+  std::string bind_address;                   // this rank's address toward rank 0
   std::chrono::milliseconds timeout{60'000};  // every call, and connecting
   // Names the lost rank after a failure ("rank 1"); Rendezvous::lost_peers.
   std::function<std::string()> lost_peers = [] { return std::string("a peer"); };

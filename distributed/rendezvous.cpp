@@ -2,14 +2,14 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <sstream>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <sstream>
-
 #include "core/error.h"
-#include "distributed/collective.h"
 #include "core/token.h"
+#include "distributed/collective.h"
 #include "distributed/hmac.h"
 
 namespace pronghorn::distributed {
@@ -71,7 +71,8 @@ std::string first_difference(const Facts& ours, const Facts& theirs, int r) {
   for (const auto& [name, value] : theirs) {
     bool known = false;
     for (const auto& fact : ours) known = known || fact.first == name;
-    if (!known) return fmt::format("rank {}: {} differs (rank 0: (missing); rank {}: {})", r, name, r, value);
+    if (!known)
+      return fmt::format("rank {}: {} differs (rank 0: (missing); rank {}: {})", r, name, r, value);
   }
   return "";
 }
@@ -87,11 +88,12 @@ c10::intrusive_ptr<c10d::Store> connect(const RendezvousOptions& o, bool server,
     return c10::make_intrusive<c10d::TCPStore>(server ? std::string("127.0.0.1") : o.host, opts);
   } catch (const std::exception& e) {
     if (server) {
-      throw UsageError(fmt::format("rank 0 cannot host the rendezvous store on port {}: {}", o.port,
-                                   e.what()));
+      throw UsageError(
+          fmt::format("rank 0 cannot host the rendezvous store on port {}: {}", o.port, e.what()));
     }
-    throw PeerLost(fmt::format("rank {}: rank 0's store at {}:{} did not answer within {:.0f} s ({})",
-                               o.rank, o.host, o.port, seconds(timeout), e.what()));
+    throw PeerLost(
+        fmt::format("rank {}: rank 0's store at {}:{} did not answer within {:.0f} s ({})", o.rank,
+                    o.host, o.port, seconds(timeout), e.what()));
   }
 }
 
@@ -107,8 +109,8 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : o_(options) {
   const std::string run_key = "pronghorn/" + o_.run_name + "/incarnation";
   if (o_.rank == 0) {
     incarnation_ = random_hex(8);
-    job_ = c10::make_intrusive<c10d::PrefixStore>(
-        "pronghorn/" + o_.run_name + "/" + incarnation_, root_);
+    job_ = c10::make_intrusive<c10d::PrefixStore>("pronghorn/" + o_.run_name + "/" + incarnation_,
+                                                  root_);
     job_->set("nonce/0", bytes(random_hex(16)));
     root_->set(run_key, bytes(incarnation_));  // last: the others start once it is there
   } else {
@@ -118,21 +120,20 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : o_(options) {
       root_->wait({run_key}, std::max(left, std::chrono::milliseconds(1)));
       incarnation_ = text(root_->get(run_key));
     } catch (const std::exception& e) {
-      throw PeerLost(fmt::format(
-          "rank {}: rank 0 at {}:{} did not start run {} within {:.0f} s (distributed."
-          "rendezvous_timeout_s)",
-          o_.rank, o_.host, o_.port, o_.run_name, seconds(o_.rendezvous_timeout)));
+      throw PeerLost(
+          fmt::format("rank {}: rank 0 at {}:{} did not start run {} within {:.0f} s (distributed."
+                      "rendezvous_timeout_s)",
+                      o_.rank, o_.host, o_.port, o_.run_name, seconds(o_.rendezvous_timeout)));
     }
-    job_ = c10::make_intrusive<c10d::PrefixStore>(
-        "pronghorn/" + o_.run_name + "/" + incarnation_, root_);
+    job_ = c10::make_intrusive<c10d::PrefixStore>("pronghorn/" + o_.run_name + "/" + incarnation_,
+                                                  root_);
   }
+  token_ = o_.token();
   handshake();
   start_heartbeat();
 }
 
-int Rendezvous::port() const {
-  return static_cast<c10d::TCPStore*>(root_.get())->getPort();
-}
+int Rendezvous::port() const { return static_cast<c10d::TCPStore*>(root_.get())->getPort(); }
 
 void Rendezvous::set(const std::string& key, const std::string& value) {
   try {
@@ -170,26 +171,30 @@ c10::intrusive_ptr<c10d::Store> Rendezvous::prefixed(const std::string& sub) con
 void Rendezvous::handshake() {
   const std::string claim = fmt::format("claim/{}", o_.rank);
   if (job_->add(claim, 1) != 1) {
-    throw UsageError(fmt::format("rank {} of run {} is already taken by another process; give each "
-                                 "process its own distributed.rank",
-                                 o_.rank, o_.run_name));
+    throw UsageError(
+        fmt::format("rank {} of run {} is already taken by another process; give each "
+                    "process its own distributed.rank",
+                    o_.rank, o_.run_name));
   }
   const auto prove = [&](int who, const std::string& nonce) {
-    return hmac_sha256_hex(o_.token, fmt::format("pronghorn rank {} of {} {}", who, incarnation_, nonce));
+    return hmac_sha256_hex(token_,
+                           fmt::format("pronghorn rank {} of {} {}", who, incarnation_, nonce));
   };
   if (o_.rank == 0) {
     const std::string nonce0 = text(job_->get("nonce/0"));
     std::string verdict(kOk);
     const auto deadline = Clock::now() + o_.rendezvous_timeout;
     for (int r = 1; r < o_.world_size && verdict == kOk; ++r) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       const std::string proof_key = fmt::format("proof/{}", r);
       try {
         job_->wait({proof_key}, std::max(left, std::chrono::milliseconds(1)));
       } catch (const std::exception&) {
-        verdict = fmt::format("{}rank {} did not join within {:.0f} s (distributed.rendezvous_timeout_s; "
-                              "rendezvous at {}:{})",
-                              kLost, r, seconds(o_.rendezvous_timeout), o_.host, o_.port);
+        verdict = fmt::format(
+            "{}rank {} did not join within {:.0f} s (distributed.rendezvous_timeout_s; "
+            "rendezvous at {}:{})",
+            kLost, r, seconds(o_.rendezvous_timeout), o_.host, o_.port);
         break;
       }
       if (!tokens_equal(text(job_->get(proof_key)), prove(r, nonce0))) {
@@ -199,7 +204,8 @@ void Rendezvous::handshake() {
             kUsage, r);
         break;
       }
-      job_->set(fmt::format("proof0/{}", r), bytes(prove(0, text(job_->get(fmt::format("nonce/{}", r))))));
+      job_->set(fmt::format("proof0/{}", r),
+                bytes(prove(0, text(job_->get(fmt::format("nonce/{}", r))))));
     }
     job_->set("verdict/handshake", bytes(verdict));
     if (verdict != kOk) throw_verdict(verdict);
@@ -280,9 +286,9 @@ std::string Rendezvous::lost_peers() {
       for (int r = 0; r < o.world_size; ++r) {
         if (r != o.rank && job.add(fmt::format("beat/{}", r), 0) == before[r]) quiet.push_back(r);
       }
-      result = quiet.empty() ? "a peer"
-                             : fmt::format("rank{} {}", quiet.size() > 1 ? "s" : "",
-                                           fmt::join(quiet, ", "));
+      result = quiet.empty()
+                   ? "a peer"
+                   : fmt::format("rank{} {}", quiet.size() > 1 ? "s" : "", fmt::join(quiet, ", "));
     } catch (const std::exception&) {
       result = o.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
     }

@@ -20,15 +20,14 @@
 // Threads: the caller's, plus the heartbeat's own connection.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
-#include <future>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
 #include <vector>
 
@@ -42,7 +41,9 @@ struct RendezvousOptions {
   std::string host;  // rank 0's store; rank 0 binds every interface
   int port = 0;      // 0 on rank 0: a free port (port() tells which)
   std::string run_name;
-  std::string token;  // the job's: every rank must hold the same
+  // The job's token, every rank the same; read once rank 0 is there (on a
+  // shared filesystem, rank 0 writes it into the run directory first).
+  std::function<std::string()> token;
   std::chrono::milliseconds rendezvous_timeout{300'000};  // for every rank to arrive
   std::chrono::milliseconds timeout{60'000};              // for a store call once all are there
   // Rank 0: called with the store's port once it listens, before waiting for
@@ -94,6 +95,7 @@ class Rendezvous : public KeyValueStore {
   c10::intrusive_ptr<c10d::Store> root_;  // the TCPStore, unprefixed
   c10::intrusive_ptr<c10d::Store> job_;   // pronghorn/<run>/<incarnation>/
   std::string incarnation_;
+  std::string token_;
   struct Heartbeat {
     std::atomic<bool> stop{false};
     std::promise<void> done;

@@ -38,8 +38,9 @@ TEST(RendezvousTest, AConfigDifferenceStopsBothRanksNamingTheKey) {
   auto agreed0 = std::async(std::launch::async, [&] {
     return error_of([&] { r0->agree({{"env.name", "cartpole"}, {"model.hidden", "[64, 64]"}}); });
   });
-  const std::string error1 =
-      error_of([&] { rank1.agree({{"env.name", "cartpole"}, {"model.hidden", "[32]"}}); });
+  const std::string error1 = error_of([&] {
+    rank1.agree({{"env.name", "cartpole"}, {"model.hidden", "[32]"}});
+  });
   const std::string error0 = agreed0.get();
   EXPECT_EQ(error1, "rank 1: model.hidden differs (rank 0: [64, 64]; rank 1: [32])");
   EXPECT_EQ(error0, error1);

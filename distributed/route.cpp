@@ -29,7 +29,7 @@ std::string local_address_toward(const std::string& host, int port) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
+  const std::string service = std::to_string(port > 0 ? port : 1);  // any port picks the route
   const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
   if (rc != 0) {
     throw UsageError("rank 0's address " + host + " does not resolve: " + gai_strerror(rc));
@@ -73,9 +73,9 @@ std::string address_of_interface(const std::string& name) {
   if (address.empty()) {
     std::string known;
     for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
-    throw UsageError("distributed.interface = \"" + name +
-                     "\": no IPv4 address on such an interface here (interfaces with one: " +
-                     known + ")");
+    throw UsageError(
+        "distributed.interface = \"" + name +
+        "\": no IPv4 address on such an interface here (interfaces with one: " + known + ")");
   }
   return address;
 }

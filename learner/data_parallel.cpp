@@ -12,11 +12,9 @@ namespace pronghorn::learner {
 namespace {
 
 // The tail of the all-reduce buffer, after the gradients.
-constexpr int64_t kSamples = 0, kStopVotes = 1, kTargetVotes = 2, kTail = 3;
+constexpr int64_t kSamples = 0, kStopVotes = 1, kTargetVotes = 2, kTargetReturns = 3, kTail = 4;
 
-std::span<std::byte> bytes_of(void* data, size_t n) {
-  return {static_cast<std::byte*>(data), n};
-}
+std::span<std::byte> bytes_of(void* data, size_t n) { return {static_cast<std::byte*>(data), n}; }
 
 // Floats count samples exactly up to 2^24 per step.
 constexpr double kMaxExactSamples = 1 << 24;
@@ -35,8 +33,8 @@ DataParallel::DataParallel(distributed::Collective& collective, Trainer& trainer
   flat_ = torch::zeros({count_ + kTail}, torch::TensorOptions().dtype(at::kFloat).device(device));
 }
 
-ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool stop,
-                                 bool target) {
+ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target,
+                                 double target_return) {
   PRONGHORN_CHECK(samples < kMaxExactSamples, "a learner step of ", samples,
                   " samples is more than a data-parallel step counts exactly (2^24)");
   at::NoGradGuard no_grad;
@@ -54,13 +52,16 @@ ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool 
     offset += p.numel();
   }
   at::Tensor tail = flat_.slice(0, count_, count_ + kTail);
-  tail.copy_(torch::tensor({static_cast<float>(samples), stop ? 1.0f : 0.0f, target ? 1.0f : 0.0f}));
+  tail.copy_(torch::tensor({static_cast<float>(samples), stop ? 1.0f : 0.0f, target ? 1.0f : 0.0f,
+                            target ? static_cast<float>(target_return) : 0.0f}));
   collective_.all_reduce_sum(std::span<float>(flat_.data_ptr<float>(), flat_.numel()));
   const at::Tensor totals = tail.cpu();
   ClusterStep step;
   step.samples = static_cast<uint64_t>(std::llround(totals[kSamples].item<double>()));
   step.stop = totals[kStopVotes].item<float>() > 0;
-  step.target = totals[kTargetVotes].item<float>() > 0;
+  const float target_votes = totals[kTargetVotes].item<float>();
+  step.target = target_votes > 0;
+  if (step.target) step.target_return = totals[kTargetReturns].item<double>() / target_votes;
   if (step.samples == 0) return step;
   const float scale = mean_ ? 1.0f / static_cast<float>(step.samples) : 1.0f;
   offset = 0;
@@ -94,11 +95,15 @@ void DataParallel::share_initial_state(SharedCounters& counters) {
   collective_.broadcast(bytes_of(&counters, sizeof counters), 0);
 }
 
-bool DataParallel::check_replicas(uint64_t learner_step) {
+uint64_t DataParallel::parameter_checksum() {
   std::vector<float> flat(count_);
   trainer_.model()->write_flat(flat.data());
-  const uint64_t mine = fnv1a(std::string_view(reinterpret_cast<const char*>(flat.data()),
-                                               flat.size() * sizeof(float)));
+  return fnv1a(
+      std::string_view(reinterpret_cast<const char*>(flat.data()), flat.size() * sizeof(float)));
+}
+
+bool DataParallel::check_replicas(uint64_t learner_step) {
+  const uint64_t mine = parameter_checksum();
   // Each rank's checksum in its own place; the sum gathers them all.
   std::vector<int64_t> sums(world_size(), 0);
   sums[rank()] = static_cast<int64_t>(mine);

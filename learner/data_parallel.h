@@ -4,7 +4,7 @@
 // optimizer step and stays identical.
 //
 // The step's one collective call carries, after the flat gradients, each
-// rank's sample count n and its votes: [g·n, n, stop, target]. Divided by the
+// rank's sample count n and its votes: [g·n, n, stop, target, its return]. Divided by the
 // total n, the gradient is the one of the concatenated batch (loss.reduction
 // = "mean"; with "sum" the gradients add). A rank with no batch within
 // distributed.batch_wait_ms enters with n = 0, so slow actors on one node hold
@@ -33,9 +33,10 @@ struct SharedCounters {
 
 // What the ranks decided together in one step.
 struct ClusterStep {
-  uint64_t samples = 0;  // over every rank; 0: nobody had a batch, nothing applied
-  bool stop = false;     // some rank was asked to stop
-  bool target = false;   // some rank's episodes reached run.target_return
+  uint64_t samples = 0;      // over every rank; 0: nobody had a batch, nothing applied
+  bool stop = false;         // some rank was asked to stop
+  bool target = false;       // some rank's episodes reached run.target_return
+  double target_return = 0;  // then: the mean return of the ranks that reached it
 };
 
 class DataParallel {
@@ -53,7 +54,12 @@ class DataParallel {
   // 0: this rank had no batch) and the votes over every rank, leaving the
   // cluster's gradient in the parameters' .grad. A non-finite local loss
   // poisons the sum, so that every rank's apply() refuses the step together.
-  ClusterStep reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target);
+  // `target_return`: this rank's mean return when `target`.
+  ClusterStep reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target,
+                     double target_return);
+
+  // FNV-1a 64 of this rank's parameters: equal on every rank between steps.
+  uint64_t parameter_checksum();
 
   // Every check_interval_steps: compares every rank's parameter checksum with
   // rank 0's; a difference is logged and repaired by a re-broadcast of rank

@@ -126,7 +126,7 @@ class Learner::Loop {
   Trainer trainer_;
   std::unique_ptr<buffer::WeightSlab> slab_;
   std::optional<DataParallel> parallel_;  // with several learners
-  std::vector<float> flat_;  // the model's parameters, as published
+  std::vector<float> flat_;               // the model's parameters, as published
   const std::string checkpoints_;
   const std::string run_dir_absolute_ = std::filesystem::absolute(o_.run_dir).string();
   const std::string config_digest_;
@@ -139,6 +139,7 @@ class Learner::Loop {
   std::optional<Supervisor> supervisor_;
   std::optional<BatchPrefetcher> prefetcher_;
   bool stop_requested_ = false, checkpoint_at_stop_ = true;
+  double cluster_return_ = 0;                // several learners: the return that reached the target
   std::vector<ControlAnswer> stop_replies_;  // answered once stopped
   Clock::time_point last_report_;
   uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts
@@ -196,8 +197,9 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
   const bool target_here = c_.run.target_return != 0 && stats_.has_full_window() &&
                            stats_.return_mean() >= c_.run.target_return;
   const auto reduce_start = Clock::now();
-  const ClusterStep cluster = parallel_->reduce(samples, std::isfinite(step.total),
-                                                stop_.load() || stop_requested_, target_here);
+  const ClusterStep cluster =
+      parallel_->reduce(samples, std::isfinite(step.total), stop_.load() || stop_requested_,
+                        target_here, target_here ? stats_.return_mean() : 0.0);
   stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);
   stats_.last_allreduce_s = seconds(Clock::now() - reduce_start);
   if (cluster.samples == 0) return cluster;  // nobody had a batch: no step anywhere
@@ -250,7 +252,8 @@ void Learner::Loop::handle(ControlBoard::Pending& pending) {
         spdlog::info("actors scaled from {} to {}", reply.previous_actors, reply.actors);
         break;
       case ControlRequest::Kind::kSaveCheckpoint:
-        if (rank_ != 0) throw UsageError("checkpoints are written by rank 0: ask its control plane");
+        if (rank_ != 0)
+          throw UsageError("checkpoints are written by rank 0: ask its control plane");
         reply.checkpoint_path = checkpoint();
         spdlog::info("checkpoint {} (requested)", reply.checkpoint_path);
         break;
@@ -325,7 +328,8 @@ TrainResult Learner::Loop::run() {
   learner_steps_at_report_ = stats_.learner_steps;
   bool reached_target = false, finished = false;  // finished: target or step budget reached
   // Several learners wait for a batch only so long, then step with none.
-  const auto batch_wait = parallel_ ? std::chrono::milliseconds(c_.distributed.batch_wait_ms) : 100ms;
+  const auto batch_wait =
+      parallel_ ? std::chrono::milliseconds(c_.distributed.batch_wait_ms) : 100ms;
   while (parallel_ || (!stop_.load() && !stop_requested_)) {
     supervisor_->poll(ring_->counters().committed);  // throws when actors keep failing
     while (auto pending = board_.next()) handle(*pending);
@@ -346,6 +350,7 @@ TrainResult Learner::Loop::run() {
         break;
       }
       reached_target = cluster.target;
+      if (reached_target) cluster_return_ = cluster.target_return;
       if (cluster.samples == 0) continue;
     } else {
       if (!prepared) continue;
@@ -392,10 +397,15 @@ TrainResult Learner::Loop::run() {
   stopped.checkpoint_path = final_checkpoint;
   for (auto& reply : stop_replies_) reply(stopped);
   supervisor_->stop();
+  if (parallel_) {
+    // Equal on every rank: the tests and a user compare these lines.
+    spdlog::info("rank {}: parameter checksum {:016x} after {} learner steps, policy version {}",
+                 rank_, parallel_->parameter_checksum(), stats_.learner_steps, version_);
+  }
   return {.env_steps = stats_.env_steps,
           .learner_steps = stats_.learner_steps,
           .seconds = elapsed(),
-          .return_mean = stats_.return_mean(),
+          .return_mean = parallel_ && reached_target ? cluster_return_ : stats_.return_mean(),
           .reached_target = reached_target};
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "actor/actor.h"
 #include "control/control_plane.h"
@@ -18,9 +19,11 @@
 #include "core/files.h"
 #include "core/logging.h"
 #include "core/run_dir.h"
+#include "core/token.h"
 #include "learner/job_check.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
+#include "tools/cluster.h"
 
 namespace pronghorn::cli {
 namespace {
@@ -48,13 +51,25 @@ struct TrainArgs {
   ConfigArgs config;
   std::string run_dir;
   std::string resume;
+  std::string name;  // this node's name among several learners
   bool print_config = false;
 };
 
 // The config.toml of the run being resumed: a file this program wrote, so a
 // FIFO or a device there is refused rather than read (a FIFO would block).
+// A rank > 0 whose node does not share rank 0's filesystem has only its own,
+// in ranks/<r>/.
 std::string resumed_config(const std::string& run_dir) {
   std::string path = run_dir + "/config.toml";
+  if (!std::filesystem::exists(path)) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(run_dir + "/ranks", ec)) {
+      if (std::filesystem::exists(e.path() / "config.toml"))
+        found.push_back(e.path() / "config.toml");
+    }
+    if (found.size() == 1) path = found[0];
+  }
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
@@ -63,13 +78,50 @@ std::string resumed_config(const std::string& run_dir) {
   return path;
 }
 
+// Several learners on one machine (or one address) must not collide: the
+// control plane and /metrics ports left at their defaults become 0 (a free
+// port each; every rank writes its own server.address).
+void free_default_ports(ServerConfig& server) {
+  const ServerConfig defaults;
+  if (server.address == defaults.address) {
+    server.address = server.address.substr(0, server.address.rfind(':')) + ":0";
+  }
+  if (server.metrics_port == defaults.metrics_port) server.metrics_port = 0;
+}
+
+// The job's token on a rank > 0: server.token_file, else PRONGHORN_TOKEN,
+// else the run directory rank 0 wrote (a shared filesystem).
+std::string rank_token(const Config& config, const std::string& run_dir) {
+  if (!config.server.token_file.empty()) return read_token_file(config.server.token_file);
+  if (const char* token = std::getenv("PRONGHORN_TOKEN"); token != nullptr && *token != 0) {
+    return token;
+  }
+  const std::string path = run_dir + "/token";
+  if (!std::filesystem::exists(path)) {
+    throw UsageError(
+        "rank > 0 needs the job's token: set server.token_file or PRONGHORN_TOKEN, "
+        "or share rank 0's run directory (" +
+        path + " does not exist here)");
+  }
+  return read_run_token_file(path);
+}
+
 void run_train(const TrainArgs& args) {
   // --resume DIR: the run's own resolved config, then any --set on top.
   Config config = args.resume.empty()
                       ? args.config.load()
                       : load_config(resumed_config(args.resume), args.config.overrides);
+  const distributed::Placement place =
+      distributed::resolve_placement(config.distributed, args.name);
+  const bool cluster = place.world_size > 1;
+  if (cluster && config.run.name.empty()) {
+    throw UsageError(
+        "several learners need run.name, the same on every rank (e.g. --set "
+        "run.name=$SLURM_JOB_ID)");
+  }
   const bool generated_name = config.run.name.empty();
   if (generated_name) config.run.name = default_run_name();
+  if (cluster) free_default_ports(config.server);
   // What `pronghorn config` refuses, refused before a run directory exists;
   // the env probed once here serves the learner.
   const EnvSpec env = learner::check_job_config(config);
@@ -78,28 +130,65 @@ void run_train(const TrainArgs& args) {
     return;
   }
   using Mode = RunDirectory::Mode;
-  // A name made from the clock gives way to a -2, -3… when taken (two jobs in
-  // one second); a name or directory the user chose is refused when taken.
-  RunDirectory run = !args.resume.empty() ? RunDirectory(args.resume, Mode::kResume)
-                     : !args.run_dir.empty()
-                         ? RunDirectory(args.run_dir, Mode::kNew)
-                         : RunDirectory(config.run.dir + "/" + config.run.name,
-                                        generated_name ? Mode::kNewOrSuffixed : Mode::kNew);
-  if (generated_name && args.run_dir.empty() && args.resume.empty()) config.run.name = run.name();
-  const std::string& dir = run.path();
+  const std::string job_dir = !args.resume.empty()    ? args.resume
+                              : !args.run_dir.empty() ? args.run_dir
+                                                      : config.run.dir + "/" + config.run.name;
+  // Rank 0 owns <run>/ and makes it before the others can meet it; a rank
+  // r > 0 makes <run>/ranks/<r>/ once rank 0 is there.
+  std::optional<RunDirectory> run;
+  const auto claim_run_directory = [&] {
+    if (place.rank > 0) {
+      const std::string own = fmt::format("{}/ranks/{}", job_dir, place.rank);
+      run.emplace(
+          own, !args.resume.empty() && std::filesystem::exists(own) ? Mode::kResume : Mode::kNew);
+    } else if (!args.resume.empty()) {
+      run.emplace(args.resume, Mode::kResume);
+    } else {
+      // A name made from the clock gives way to a -2, -3… when taken (two jobs
+      // in one second); a name or directory the user chose is refused when taken.
+      run.emplace(job_dir,
+                  generated_name && args.run_dir.empty() ? Mode::kNewOrSuffixed : Mode::kNew);
+      if (generated_name && args.run_dir.empty()) config.run.name = run->name();
+    }
+  };
   bool started = false;
   learner::TrainResult r;
+  std::string dir;
   try {
-    write_file_atomically(dir + "/config.toml", to_toml(config));
-    add_log_file(dir + "/train.log");
+    ClusterMember member;
+    std::string token;
+    if (place.rank == 0) {
+      claim_run_directory();
+      dir = run->path();
+      write_file_atomically(dir + "/config.toml", to_toml(config));
+      add_log_file(dir + "/train.log");
+      token = config.server.token_file.empty() ? read_or_create_token_file(dir + "/token")
+                                               : read_token_file(config.server.token_file);
+    }
+    if (cluster) {
+      spdlog::info("{}", distributed::describe(place));
+      member = join_cluster(
+          config, env, place,
+          [&] { return place.rank == 0 ? token : token = rank_token(config, job_dir); },
+          [&](const std::string& address) {
+            write_file_atomically(dir + "/rendezvous.address", address + "\n");
+          });
+    }
+    if (place.rank > 0) {
+      claim_run_directory();
+      dir = run->path();
+      write_file_atomically(dir + "/config.toml", to_toml(config));
+      add_log_file(dir + "/train.log");
+    }
     install_stop_handlers();
     learner::ControlBoard board;
-    learner::Learner learner({config, env, dir, !args.resume.empty()}, board, g_stop);
-    control::ControlPlane control(config.server, dir, board);
+    learner::Learner learner({config, env, dir, !args.resume.empty(), member.collective.get()},
+                             board, g_stop);
+    control::ControlPlane control(config.server, dir, board, token);
     started = true;
     r = learner.run();
   } catch (...) {
-    if (!started) run.remove_if_new();  // nothing of a job that never ran is kept
+    if (!started && run) run->remove_if_new();  // nothing of a job that never ran is kept
     throw;
   }
   if (r.reached_target) {
@@ -127,6 +216,9 @@ Command add_train_command(CLI::App& app) {
       ->add_option("--resume", args->resume,
                    "continue the run in this directory from its newest valid checkpoint")
       ->check(CLI::ExistingDirectory);
+  command->add_option("--name", args->name,
+                      "this node's name among several learners (default: SLURMD_NODENAME, else "
+                      "the hostname)");
   command->add_flag("--print-config", args->print_config, "print the resolved config and exit");
   return {command, [args] { run_train(*args); }};
 }

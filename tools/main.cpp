@@ -1,7 +1,10 @@
 // `pronghorn`: one binary, one subcommand per job. Wiring only: each
 // subcommand lives in its own cmd_*.cpp. Exit codes: core/error.h.
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include "core/error.h"
@@ -82,8 +85,12 @@ int main(int argc, char** argv) {
     std::cerr << "pronghorn: " << e.what() << "\n";
     return pronghorn::kExitUsage;
   } catch (const pronghorn::TransientError& e) {
+    // A lost peer: what waited on it may still wait (LibTorch's Gloo cannot
+    // abort, and its destructors join): leave now, cleanup done, deadline kept.
     std::cerr << "pronghorn: " << e.what() << "\n";
-    return pronghorn::kExitTransient;
+    std::cerr.flush();
+    spdlog::default_logger()->flush();
+    std::_Exit(pronghorn::kExitTransient);
   } catch (const std::exception& e) {
     std::cerr << "pronghorn: " << e.what() << "\n";
     return pronghorn::kExitFailure;

@@ -20,7 +20,7 @@ inline RendezvousOptions rank_options(int rank, int world, int port, std::string
   o.host = "127.0.0.1";
   o.port = port;
   o.run_name = "test-run";
-  o.token = std::move(token);
+  o.token = [token] { return token; };
   o.rendezvous_timeout = timeout;
   o.timeout = timeout;
   return o;
@@ -28,8 +28,7 @@ inline RendezvousOptions rank_options(int rank, int world, int port, std::string
 
 // Starts rank 0 on a free port in a thread; returns the port once it
 // listens, and rank 0's Rendezvous (or its exception) through `rank0`.
-inline int start_rank0(RendezvousOptions o,
-                       std::future<std::unique_ptr<Rendezvous>>& rank0) {
+inline int start_rank0(RendezvousOptions o, std::future<std::unique_ptr<Rendezvous>>& rank0) {
   auto listening = std::make_shared<std::promise<int>>();
   std::future<int> port = listening->get_future();
   o.port = 0;
