@@ -19,6 +19,7 @@ ControlPlane::ControlPlane(const ServerConfig& config, const std::string& run_di
                                 ? read_or_create_token_file(run_dir + "/token")
                                 : read_token_file(config.token_file);
   server_.emplace(config, token, board);
+  board.set_control_port(server_->port());
   const std::string host = config.address.substr(0, config.address.rfind(':'));
   write_file_atomically(run_dir + "/server.address",
                         host + ":" + std::to_string(server_->port()) + "\n");

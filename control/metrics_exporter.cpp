@@ -30,10 +30,14 @@ class StatusCollector final : public prometheus::Collectable {
   std::vector<MetricFamily> Collect() const override {
     const v1::Status s = board_.status();
     std::vector<MetricFamily> out;
-    // One sample; its value goes where the family's type reads it.
-    auto sample = [](double value, std::vector<ClientMetric::Label> labels = {}) {
+    // One sample; its value goes where the family's type reads it. With
+    // several learners every sample names its rank, so that their metrics
+    // stay apart when one Prometheus scrapes them all.
+    const std::string rank = s.world_size() > 1 ? std::to_string(s.rank()) : "";
+    auto sample = [&rank](double value, std::vector<ClientMetric::Label> labels = {}) {
       ClientMetric m;
       m.label = std::move(labels);
+      if (!rank.empty()) m.label.push_back({"rank", rank});
       m.counter.value = m.gauge.value = value;
       return m;
     };
@@ -108,7 +112,33 @@ class StatusCollector final : public prometheus::Collectable {
          sample(t.learner_forward_s(), {{"stage", "learner_forward"}}),
          sample(t.learner_backward_s(), {{"stage", "learner_backward"}}),
          sample(t.learner_optimizer_s(), {{"stage", "learner_optimizer"}}),
-         sample(t.learner_publish_s(), {{"stage", "learner_publish"}})});
+         sample(t.learner_publish_s(), {{"stage", "learner_publish"}}),
+         sample(t.learner_allreduce_s(), {{"stage", "learner_allreduce"}})});
+    if (s.world_size() > 1) {
+      gauge("pronghorn_world_size", "Learners training this model together.", s.world_size());
+      gauge("pronghorn_local_env_steps_total", "Env steps trained on this rank's own batches.",
+            static_cast<double>(s.local_env_steps()));
+      gauge("pronghorn_allreduce_seconds", "The last step's gradient all-reduce.", s.allreduce_s());
+    }
+    // Rank 0: every rank's row, labelled by the rank it describes.
+    auto per_rank = [&](const char* name, const char* help, auto value) {
+      std::vector<ClientMetric> samples;
+      for (const v1::RankStatus& r : s.ranks()) {
+        ClientMetric m;
+        m.label = {{"rank", std::to_string(r.rank())}, {"node", r.node_name()}};
+        m.gauge.value = static_cast<double>(value(r));
+        samples.push_back(std::move(m));
+      }
+      if (!samples.empty()) add(name, help, MetricType::Gauge, std::move(samples));
+    };
+    per_rank("pronghorn_rank_env_steps_per_second", "Each rank's trained env steps per second.",
+             [](const v1::RankStatus& r) { return r.sps(); });
+    per_rank("pronghorn_rank_actors_alive", "Each rank's actor processes running.",
+             [](const v1::RankStatus& r) { return r.actors_alive(); });
+    per_rank("pronghorn_rank_ring_occupancy_slots", "Each rank's committed unrolls not yet taken.",
+             [](const v1::RankStatus& r) { return r.ring_occupancy(); });
+    per_rank("pronghorn_rank_allreduce_seconds", "Each rank's last gradient all-reduce.",
+             [](const v1::RankStatus& r) { return r.allreduce_s(); });
     gauge("pronghorn_last_checkpoint_timestamp_seconds",
           "Unix time of the last checkpoint this learner wrote; 0 = none.",
           s.last_checkpoint_unix_s());

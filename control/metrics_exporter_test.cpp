@@ -179,6 +179,30 @@ TEST_F(MetricsExporterTest, ServesPublishedStatus) {
   EXPECT_EQ(other.body.find("pronghorn_"), std::string::npos);
 }
 
+TEST_F(MetricsExporterTest, SeveralLearnersLabelTheirRankAndRankZeroEveryRanksRow) {
+  v1::Status s = board_.status();
+  s.set_rank(0);
+  s.set_world_size(2);
+  s.set_local_env_steps(600);
+  for (uint32_t r = 0; r < 2; ++r) {
+    v1::RankStatus* row = s.add_ranks();
+    row->set_rank(r);
+    row->set_node_name(r == 0 ? "n1" : "n2");
+    row->set_sps(1000.0 * (r + 1));
+    row->set_actors_alive(r + 1);
+  }
+  board_.publish(s);
+  MetricsExporter exporter(0, board_);
+  const std::string body = http_get(exporter.port(), "/metrics").body;
+  EXPECT_NE(body.find("\npronghorn_env_steps_total{rank=\"0\"} 1234\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("\npronghorn_world_size{rank=\"0\"} 2\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("pronghorn_rank_env_steps_per_second{rank=\"1\",node=\"n2\"} 2000\n"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("pronghorn_rank_actors_alive{rank=\"0\",node=\"n1\"} 1\n"), std::string::npos)
+      << body;
+}
+
 TEST_F(MetricsExporterTest, SlowClientsDoNotBlockScrapes) {
   MetricsExporter exporter(0, board_);
   SlowClients slow(exporter.port(), 32);

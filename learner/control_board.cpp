@@ -45,6 +45,16 @@ void ControlBoard::set_metrics_port(int port) {
   metrics_port_ = port;
 }
 
+void ControlBoard::set_control_port(int port) {
+  std::lock_guard lock(mutex_);
+  control_port_ = port;
+}
+
+int ControlBoard::control_port() const {
+  std::lock_guard lock(mutex_);
+  return control_port_;
+}
+
 std::optional<ControlBoard::Pending> ControlBoard::next() {
   std::lock_guard lock(mutex_);
   if (queue_.empty()) return std::nullopt;

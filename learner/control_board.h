@@ -76,6 +76,9 @@ class ControlBoard {
   v1::Status status() const;
   // Where /metrics listens: the control plane's own fact, in every status.
   void set_metrics_port(int port);
+  // Where the control plane listens; the learner passes it on to rank 0.
+  void set_control_port(int port);
+  int control_port() const;
   // Queues `request`; `answer` is called once the loop has carried it out, or
   // at once when the job is ending.
   void submit(const ControlRequest& request, ControlAnswer answer);
@@ -86,7 +89,7 @@ class ControlBoard {
   mutable std::mutex mutex_;
   mutable std::condition_variable closed_cv_;
   v1::Status status_;
-  int metrics_port_ = 0;
+  int metrics_port_ = 0, control_port_ = 0;
   std::deque<Pending> queue_;
   bool closed_ = false;
 };

@@ -1,7 +1,9 @@
 #include "learner/data_parallel.h"
 
 #include <spdlog/spdlog.h>
+#include <torch/cuda.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -15,6 +17,35 @@ namespace {
 constexpr int64_t kSamples = 0, kStopVotes = 1, kTargetVotes = 2, kTargetReturns = 3, kTail = 4;
 
 std::span<std::byte> bytes_of(void* data, size_t n) { return {static_cast<std::byte*>(data), n}; }
+
+// A RankRow as floats, each exact: counts up to 2^24, larger ones in two
+// halves. Rank r's row sits at r·kRowFloats; the others' rows are zeros.
+constexpr int64_t kRowFloats = 8;
+constexpr double kHalf = 1 << 24;
+
+void write_row(const RankRow& row, float* out) {
+  const double steps = static_cast<double>(row.local_env_steps);
+  const float values[kRowFloats] = {static_cast<float>(row.sps),
+                                    static_cast<float>(row.allreduce_s),
+                                    static_cast<float>(std::floor(steps / kHalf)),
+                                    static_cast<float>(std::fmod(steps, kHalf)),
+                                    static_cast<float>(row.actors_alive),
+                                    static_cast<float>(row.actors_desired),
+                                    static_cast<float>(row.ring_occupancy),
+                                    static_cast<float>(row.control_port)};
+  std::copy(values, values + kRowFloats, out);
+}
+
+RankRow read_row(const float* in) {
+  const auto count = [](float f) { return static_cast<uint32_t>(std::lround(f)); };
+  return {.sps = in[0],
+          .allreduce_s = in[1],
+          .local_env_steps = static_cast<uint64_t>(std::llround(in[2] * kHalf + in[3])),
+          .actors_alive = count(in[4]),
+          .actors_desired = count(in[5]),
+          .ring_occupancy = count(in[6]),
+          .control_port = count(in[7])};
+}
 
 // Floats count samples exactly up to 2^24 per step.
 constexpr double kMaxExactSamples = 1 << 24;
@@ -30,11 +61,13 @@ DataParallel::DataParallel(distributed::Collective& collective, Trainer& trainer
   for (const at::Tensor& p : params_) count_ += p.numel();
   // Gloo reduces CPU memory; NCCL the device's (nccl_collective.h).
   const at::Device device = collective.backend() == "nccl" ? trainer.device() : at::kCPU;
-  flat_ = torch::zeros({count_ + kTail}, torch::TensorOptions().dtype(at::kFloat).device(device));
+  const int64_t rows = kRowFloats * collective.world_size();
+  flat_ = torch::zeros({count_ + kTail + rows},
+                       torch::TensorOptions().dtype(at::kFloat).device(device));
 }
 
 ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target,
-                                 double target_return) {
+                                 double target_return, const RankRow& row) {
   PRONGHORN_CHECK(samples < kMaxExactSamples, "a learner step of ", samples,
                   " samples is more than a data-parallel step counts exactly (2^24)");
   at::NoGradGuard no_grad;
@@ -54,9 +87,18 @@ ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool 
   at::Tensor tail = flat_.slice(0, count_, count_ + kTail);
   tail.copy_(torch::tensor({static_cast<float>(samples), stop ? 1.0f : 0.0f, target ? 1.0f : 0.0f,
                             target ? static_cast<float>(target_return) : 0.0f}));
+  std::vector<float> rows(static_cast<size_t>(kRowFloats * world_size()), 0.0f);
+  write_row(row, rows.data() + kRowFloats * rank());
+  at::Tensor row_block = flat_.slice(0, count_ + kTail);
+  row_block.copy_(torch::from_blob(rows.data(), {static_cast<int64_t>(rows.size())}));
+  if (flat_.is_cuda()) torch::cuda::synchronize();  // NCCL runs on a stream of its own
   collective_.all_reduce_sum(std::span<float>(flat_.data_ptr<float>(), flat_.numel()));
   const at::Tensor totals = tail.cpu();
+  const at::Tensor summed_rows = row_block.cpu();
   ClusterStep step;
+  for (int r = 0; r < world_size(); ++r) {
+    step.rows.push_back(read_row(summed_rows.data_ptr<float>() + kRowFloats * r));
+  }
   step.samples = static_cast<uint64_t>(std::llround(totals[kSamples].item<double>()));
   step.stop = totals[kStopVotes].item<float>() > 0;
   const float target_votes = totals[kTargetVotes].item<float>();

@@ -4,7 +4,8 @@
 // optimizer step and stays identical.
 //
 // The step's one collective call carries, after the flat gradients, each
-// rank's sample count n and its votes: [g·n, n, stop, target, its return]. Divided by the
+// rank's sample count n, its votes and its status row:
+// [g·n, n, stop, target, its return, rows of every rank]. Divided by the
 // total n, the gradient is the one of the concatenated batch (loss.reduction
 // = "mean"; with "sum" the gradients add). A rank with no batch within
 // distributed.batch_wait_ms enters with n = 0, so slow actors on one node hold
@@ -31,12 +32,21 @@ struct SharedCounters {
   uint64_t env_steps = 0, learner_steps = 0, episodes = 0, policy_version = 0;
 };
 
+// One rank's figures for rank 0's status. Every step's all-reduce carries
+// them, a few floats per rank beside the gradients, so a row is a step old.
+struct RankRow {
+  double sps = 0, allreduce_s = 0;
+  uint64_t local_env_steps = 0;
+  uint32_t actors_alive = 0, actors_desired = 0, ring_occupancy = 0, control_port = 0;
+};
+
 // What the ranks decided together in one step.
 struct ClusterStep {
-  uint64_t samples = 0;      // over every rank; 0: nobody had a batch, nothing applied
-  bool stop = false;         // some rank was asked to stop
-  bool target = false;       // some rank's episodes reached run.target_return
-  double target_return = 0;  // then: the mean return of the ranks that reached it
+  uint64_t samples = 0;       // over every rank; 0: nobody had a batch, nothing applied
+  bool stop = false;          // some rank was asked to stop
+  bool target = false;        // some rank's episodes reached run.target_return
+  double target_return = 0;   // then: the mean return of the ranks that reached it
+  std::vector<RankRow> rows;  // every rank's, by rank
 };
 
 class DataParallel {
@@ -56,7 +66,7 @@ class DataParallel {
   // poisons the sum, so that every rank's apply() refuses the step together.
   // `target_return`: this rank's mean return when `target`.
   ClusterStep reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target,
-                     double target_return);
+                     double target_return, const RankRow& row = {});
 
   // FNV-1a 64 of this rank's parameters: equal on every rank between steps.
   uint64_t parameter_checksum();
@@ -74,7 +84,7 @@ class DataParallel {
   const bool mean_;
   std::vector<at::Tensor> params_;
   int64_t count_ = 0;  // parameters
-  at::Tensor flat_;    // [count + 3] on the collective's device
+  at::Tensor flat_;    // [count + tail + rows] on the collective's device
 };
 
 }  // namespace pronghorn::learner

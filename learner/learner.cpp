@@ -106,6 +106,7 @@ class Learner::Loop {
   void resume();
   void share_initial_state();
   ClusterStep learn_together(std::optional<PreparedBatch>& prepared);
+  void keep_rows(const std::vector<RankRow>& rows);
   std::string checkpoint();
   void handle(ControlBoard::Pending& pending);
   v1::Status status() const;
@@ -139,10 +140,14 @@ class Learner::Loop {
   std::optional<Supervisor> supervisor_;
   std::optional<BatchPrefetcher> prefetcher_;
   bool stop_requested_ = false, checkpoint_at_stop_ = true;
-  double cluster_return_ = 0;                // several learners: the return that reached the target
+  double cluster_return_ = 0;  // several learners: the return that reached the target
+  std::vector<v1::RankStatus> rank_rows_;
+  bool enter_at_once_ =
+      false;  // several learners: see run()  // rank 0 of several: every rank's last row
   std::vector<ControlAnswer> stop_replies_;  // answered once stopped
   Clock::time_point last_report_;
   uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts
+  uint64_t local_steps_at_report_ = 0;
 };
 
 void Learner::Loop::start_actors() {
@@ -197,9 +202,17 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
   const bool target_here = c_.run.target_return != 0 && stats_.has_full_window() &&
                            stats_.return_mean() >= c_.run.target_return;
   const auto reduce_start = Clock::now();
+  RankRow row{.sps = stats_.local_sps,
+              .allreduce_s = stats_.last_allreduce_s,
+              .local_env_steps = stats_.local_env_steps,
+              .actors_alive = static_cast<uint32_t>(supervisor_->alive()),
+              .actors_desired = static_cast<uint32_t>(supervisor_->desired()),
+              .ring_occupancy = static_cast<uint32_t>(ring_->counters().ready),
+              .control_port = static_cast<uint32_t>(board_.control_port())};
   const ClusterStep cluster =
       parallel_->reduce(samples, std::isfinite(step.total), stop_.load() || stop_requested_,
-                        target_here, target_here ? stats_.return_mean() : 0.0);
+                        target_here, target_here ? stats_.return_mean() : 0.0, row);
+  if (rank_ == 0) keep_rows(cluster.rows);
   stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);
   stats_.last_allreduce_s = seconds(Clock::now() - reduce_start);
   if (cluster.samples == 0) return cluster;  // nobody had a batch: no step anywhere
@@ -220,6 +233,26 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
     prefetcher_->set_version(version_);
   }
   return cluster;
+}
+
+// Rank 0's view of every rank, for its status.
+void Learner::Loop::keep_rows(const std::vector<RankRow>& rows) {
+  rank_rows_.resize(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    v1::RankStatus& out = rank_rows_[r];
+    const RankRow& in = rows[r];
+    out.set_rank(static_cast<uint32_t>(r));
+    if (r < o_.rank_nodes.size()) out.set_node_name(o_.rank_nodes[r]);
+    if (r < o_.rank_hosts.size() && in.control_port != 0) {
+      out.set_control_address(fmt::format("{}:{}", o_.rank_hosts[r], in.control_port));
+    }
+    out.set_sps(in.sps);
+    out.set_local_env_steps(in.local_env_steps);
+    out.set_actors_alive(in.actors_alive);
+    out.set_actors_desired(in.actors_desired);
+    out.set_ring_occupancy(in.ring_occupancy);
+    out.set_allreduce_s(in.allreduce_s);
+  }
 }
 
 std::string Learner::Loop::checkpoint() {
@@ -282,7 +315,11 @@ v1::Status Learner::Loop::status() const {
                  .policy_version = version_,
                  .ring_slots = static_cast<uint32_t>(c_.learner.ring_slots),
                  .ring = ring_->counters(),
-                 .stopping = stop_requested_ || stop_.load()};
+                 .stopping = stop_requested_ || stop_.load(),
+                 .rank = static_cast<uint32_t>(rank_),
+                 .world_size = static_cast<uint32_t>(parallel_ ? parallel_->world_size() : 1),
+                 .node_name = o_.node_name,
+                 .ranks = rank_rows_};
   if (supervisor_) {
     live.actors_alive = supervisor_->alive();
     live.actors_desired = supervisor_->desired();
@@ -311,6 +348,8 @@ void Learner::Loop::report(Clock::time_point now) {
   const double interval = std::max(1e-9, seconds(now - last_report_));
   stats_.sps = (stats_.env_steps - steps_at_report_) / interval;
   stats_.learner_steps_per_s = (stats_.learner_steps - learner_steps_at_report_) / interval;
+  stats_.local_sps = (stats_.local_env_steps - local_steps_at_report_) / interval;
+  local_steps_at_report_ = stats_.local_env_steps;
   last_report_ = now;
   steps_at_report_ = stats_.env_steps;
   learner_steps_at_report_ = stats_.learner_steps;
@@ -340,11 +379,15 @@ TrainResult Learner::Loop::run() {
       last_status = now;
     }
     const auto wait_start = Clock::now();
-    std::optional<PreparedBatch> prepared = prefetcher_->next(batch_wait);
+    // A rank that had nothing while others trained enters the next step at
+    // once: waiting again would hold every rank back by batch_wait_ms.
+    std::optional<PreparedBatch> prepared = prefetcher_->next(enter_at_once_ ? 0ms : batch_wait);
     stats_.stage_time.learner_wait_s += seconds(Clock::now() - wait_start);
     if (parallel_) {
       // Every rank leaves at the same step: a stop anywhere is a vote.
+      const bool had_batch = prepared.has_value();
       const ClusterStep cluster = learn_together(prepared);
+      enter_at_once_ = !had_batch && cluster.samples > 0;
       if (cluster.stop) {
         stop_requested_ = true;
         break;

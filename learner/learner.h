@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "core/env_spec.h"
@@ -29,6 +30,9 @@ struct TrainOptions {
   // checkpoint and writes them; every rank starts from rank 0's state. On
   // ranks > 0 run_dir is their own <run>/ranks/<r>.
   distributed::Collective* collective = nullptr;
+  std::string node_name;                // this rank's
+  std::vector<std::string> rank_nodes;  // rank 0: every rank's node name and host, by rank
+  std::vector<std::string> rank_hosts;
 };
 
 // Where the run ended: the same figures as its last metrics.jsonl line and

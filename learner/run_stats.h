@@ -36,6 +36,7 @@ struct RunStats {
   std::deque<int32_t> recent_lengths;  // and their lengths
   StepStats last;
   double sps = 0, learner_steps_per_s = 0;  // over the last report interval
+  double local_sps = 0;                     // and of local_env_steps
   std::string last_checkpoint;
   double last_checkpoint_unix_s = 0;
   StageTimes stage_time;

@@ -15,6 +15,7 @@ void set_stage_times(const StageTimes& t, v1::StageTimes* out) {
   out->set_learner_backward_s(t.learner_backward_s);
   out->set_learner_optimizer_s(t.learner_optimizer_s);
   out->set_learner_publish_s(t.learner_publish_s);
+  out->set_learner_allreduce_s(t.learner_allreduce_s);
 }
 
 }  // namespace
@@ -61,6 +62,12 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   s.set_last_checkpoint_unix_s(stats.last_checkpoint_unix_s);
   s.set_stopping(live.stopping);
   set_stage_times(stats.stage_time, s.mutable_stage_time());
+  s.set_rank(live.rank);
+  s.set_world_size(live.world_size);
+  s.set_local_env_steps(stats.local_env_steps);
+  s.set_node_name(live.node_name);
+  s.set_allreduce_s(stats.last_allreduce_s);
+  for (const v1::RankStatus& row : live.ranks) *s.add_ranks() = row;
   return s;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "buffer/ring.h"
 #include "learner/run_stats.h"
@@ -22,6 +23,10 @@ struct LiveState {
   int actors_alive = 0, actors_desired = 0;
   uint64_t actor_restarts = 0;
   bool stopping = false;
+  // Several learners: this rank's place, and rank 0's rows of every rank.
+  uint32_t rank = 0, world_size = 1;
+  std::string node_name;
+  std::vector<v1::RankStatus> ranks;
 };
 
 v1::Status make_status(const RunStats& stats, const LiveState& live);

@@ -31,11 +31,23 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* f = descriptor->field(i);
     const std::string key = prefix + f->name();
+    if (f->is_repeated()) {  // messages only (Status.ranks): an array of flat objects
+      if (out.back() != '{') out += ", ";
+      append_string(out, key);
+      out += ": [";
+      for (int k = 0; k < reflection->FieldSize(m, f); ++k) {
+        out += k > 0 ? ", {" : "{";
+        append_fields(out, reflection->GetRepeatedMessage(m, f, k), "");
+        out += "}";
+      }
+      out += "]";
+      continue;
+    }
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       append_fields(out, reflection->GetMessage(m, f), key + "_");
       continue;
     }
-    if (out.size() > 1) out += ", ";
+    if (out.back() != '{') out += ", ";
     append_string(out, key);
     out += ": ";
     switch (f->cpp_type()) {

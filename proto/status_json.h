@@ -1,6 +1,7 @@
 // A Status as one flat JSON object with snake_case keys: nested messages
 // become prefixes (`episode_return.mean` → "episode_return_mean"). The one
-// format of a metrics.jsonl line and of `pronghorn status --json`.
+// format of a metrics.jsonl line and of `pronghorn status --json`. The one
+// repeated field, `ranks`, is an array of such objects.
 #pragma once
 
 #include <string>

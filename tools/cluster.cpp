@@ -93,13 +93,22 @@ ClusterMember join_cluster(const Config& config, const EnvSpec& env,
                d.rendezvous_timeout_s);
   m.rendezvous = std::make_unique<distributed::Rendezvous>(o);
   m.rendezvous->agree(job_facts(config, env, placement.world_size, backend));
+  const std::string bind = d.interface.empty()
+                               ? distributed::local_address_toward(placement.host, placement.port)
+                               : distributed::address_of_interface(d.interface);
+  m.rendezvous->publish("node", placement.node_name);
+  m.rendezvous->publish("host", bind);
+  m.nodes.assign(placement.world_size, "");
+  m.hosts.assign(placement.world_size, "");
+  for (int r = 0; r < placement.world_size; ++r) {
+    if (r != placement.rank && placement.rank != 0) continue;
+    m.nodes[r] = m.rendezvous->read(r, "node");
+    m.hosts[r] = m.rendezvous->read(r, "host");
+  }
   if (backend == "nccl") {
     m.collective = distributed::make_nccl_collective(placement.rank, placement.world_size,
                                                      *m.rendezvous, o.timeout);
   } else {
-    const std::string bind = d.interface.empty()
-                                 ? distributed::local_address_toward(placement.host, placement.port)
-                                 : distributed::address_of_interface(d.interface);
     distributed::Rendezvous* r = m.rendezvous.get();
     m.collective = std::make_unique<distributed::GlooCollective>(
         r->prefixed("gloo"),

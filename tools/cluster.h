@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "core/env_spec.h"
@@ -19,6 +20,9 @@ struct ClusterMember {
   distributed::Placement placement;
   std::unique_ptr<distributed::Rendezvous> rendezvous;
   std::unique_ptr<distributed::Collective> collective;  // uses the rendezvous: declared after
+  // Every rank's node name and address toward rank 0, by rank (on rank 0;
+  // the others know only their own).
+  std::vector<std::string> nodes, hosts;
 };
 
 // What every rank must have equal, as (name, value) pairs: every config key

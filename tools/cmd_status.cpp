@@ -79,6 +79,25 @@ std::string table(const v1::Status& s) {
   row("metrics", s.metrics_port() ? fmt::format("http://127.0.0.1:{}/metrics", s.metrics_port())
                                   : std::string("off"));
   row("config digest", s.config_digest());
+  if (s.world_size() > 1) {
+    row("learners", fmt::format("rank {} of {} on {}; all-reduce {:.1f} ms (last step)", s.rank(),
+                                s.world_size(), s.node_name(), 1e3 * s.allreduce_s()));
+  }
+  if (s.ranks_size() > 0) {  // rank 0: the whole job
+    out += fmt::format("\n{:>4}  {:<16} {:>12} {:>14} {:>8} {:>6} {:>11}  {}\n", "rank", "node",
+                       "steps/s", "env steps", "actors", "ring", "all-reduce", "control");
+    double sps = 0;
+    uint64_t steps = 0;
+    for (const v1::RankStatus& k : s.ranks()) {
+      out += fmt::format("{:>4}  {:<16} {:>12.0f} {:>14} {:>8} {:>6} {:>8.1f} ms  {}\n", k.rank(),
+                         k.node_name(), k.sps(), k.local_env_steps(),
+                         fmt::format("{}/{}", k.actors_alive(), k.actors_desired()),
+                         k.ring_occupancy(), 1e3 * k.allreduce_s(), k.control_address());
+      sps += k.sps();
+      steps += k.local_env_steps();
+    }
+    out += fmt::format("{:>4}  {:<16} {:>12.0f} {:>14}\n", "", "total", sps, steps);
+  }
   return out;
 }
 

@@ -5,17 +5,61 @@
 #include <iostream>
 #include <memory>
 
+#include "core/error.h"
 #include "tools/cli.h"
 #include "tools/control_client.h"
 
 namespace pronghorn::cli {
 
+namespace {
+
+struct ScaleArgs {
+  ControlArgs control;
+  int actors = 0;
+  bool oversubscribe = false;
+  int rank = -1;     // several learners: the rank whose node to scale
+  std::string node;  // or its node name
+};
+
+// Several learners: the control plane of the rank asked for, from rank 0's
+// status rows (its address, and the job's token, which every rank takes).
+ControlArgs rank_control(const ScaleArgs& a) {
+  ControlClient rank0(a.control);
+  const v1::Status s = rank0.status();
+  if (s.world_size() <= 1) {
+    throw UsageError("--rank/--node: the job at " + a.control.target + a.control.run_dir +
+                     " is a single learner; scale it without them");
+  }
+  if (s.ranks_size() == 0) {
+    throw UsageError(
+        "--rank/--node: the learner reached is not rank 0, or has not taken a step "
+        "yet; ask rank 0 (its run directory or address)");
+  }
+  std::string known;
+  for (const v1::RankStatus& row : s.ranks()) {
+    known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", row.rank(), row.node_name());
+    const bool match =
+        a.rank >= 0 ? static_cast<int>(row.rank()) == a.rank : row.node_name() == a.node;
+    if (!match) continue;
+    if (row.rank() == 0) return a.control;
+    if (row.control_address().empty()) {
+      throw Error(
+          fmt::format("rank {} has not reported its control plane's address yet", row.rank()));
+    }
+    ControlArgs other = a.control;
+    other.target = row.control_address();
+    other.run_dir.clear();
+    other.token_file.clear();
+    other.token = rank0.token();
+    return other;
+  }
+  throw UsageError(fmt::format("no rank {} in this job; its ranks: {}",
+                               a.rank >= 0 ? std::to_string(a.rank) : "on node " + a.node, known));
+}
+
+}  // namespace
+
 Command add_scale_command(CLI::App& app) {
-  struct ScaleArgs {
-    ControlArgs control;
-    int actors = 0;
-    bool oversubscribe = false;
-  };
   auto args = std::make_shared<ScaleArgs>();
   CLI::App* command =
       app.add_subcommand("scale", "Grow or shrink a running job's actor processes on its node");
@@ -24,9 +68,14 @@ Command add_scale_command(CLI::App& app) {
       ->required();
   command->add_flag("--oversubscribe", args->oversubscribe,
                     "start them even past 2 per core or what free memory holds");
+  auto* rank = command->add_option("--rank", args->rank,
+                                   "several learners: scale this rank's node (ask rank 0)");
+  command->add_option("--node", args->node, "several learners: scale this node (ask rank 0)")
+      ->excludes(rank);
   return {command, [args] {
-            v1::ScaleActorsReply r =
-                ControlClient(args->control).scale(args->actors, args->oversubscribe);
+            const bool other = args->rank >= 0 || !args->node.empty();
+            const ControlArgs target = other ? rank_control(*args) : args->control;
+            v1::ScaleActorsReply r = ControlClient(target).scale(args->actors, args->oversubscribe);
             std::cout << fmt::format("actors: {} → {}\n", r.previous(), r.desired());
           }};
 }

@@ -195,4 +195,6 @@ std::string ControlClient::stop(bool graceful) {
   return reply.checkpoint_path();
 }
 
+std::string ControlClient::token() { return impl_->find_token(); }
+
 }  // namespace pronghorn::cli

@@ -38,6 +38,9 @@ class ControlClient {
   v1::ScaleActorsReply scale(int count, bool oversubscribe = false);
   std::string save_checkpoint();    // its path
   std::string stop(bool graceful);  // the checkpoint written, or ""
+  // The token this client sends (--token, --token-file, or the run
+  // directory's), to reach another rank of the same job.
+  std::string token();
 
  private:
   struct Impl;
