@@ -34,9 +34,12 @@ uint32_t microseconds(Clock::duration d) {
 void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   keep_freed_memory_in_heap();
   set_compute_threads(static_cast<int>(o.config.actor.threads));
-  torch::manual_seed(o.config.run.seed * 7919 + o.actor_id);
+  // Every (rank, actor) its own streams: several learners' nodes must not
+  // step the same episodes.
+  const int64_t stream = static_cast<int64_t>(o.rank) * 1'000'003 + o.actor_id;
+  torch::manual_seed(o.config.run.seed * 7919 + stream);
   const int64_t T = o.config.actor.unroll_length, K = o.config.env.num_envs;
-  auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + o.actor_id * 7 + 1);
+  auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + stream * 7 + 1);
   const EnvSpec& spec = env->spec();
   auto ring = buffer::Ring::attach(o.ring, buffer::unroll_spec_for(spec, T, K));
   PolicyNet model(model_spec_for(spec, o.config.model));

@@ -18,6 +18,7 @@ struct ActorOptions {
   std::string ring;  // shm name of the learner's ring
   std::string slab;  // shm name of the learner's weight slab
   uint32_t actor_id = 0;
+  uint32_t rank = 0;    // of its learner among several: envs are seeded apart per rank
   int learner_pid = 0;  // the actor exits when this process is gone (0: don't watch)
 };
 

@@ -155,7 +155,7 @@ void Learner::Loop::start_actors() {
   supervisor_.emplace(
       std::vector<std::string>{"actor", "--ring", ring_name_, "--slab", slab_name_, "--config",
                                o_.run_dir + "/config.toml", "--learner-pid",
-                               std::to_string(getpid())},
+                               std::to_string(getpid()), "--rank", std::to_string(rank_)},
       actors,
       SupervisorOptions{.limits = {c_.actor.max_crashes, as_duration(c_.actor.stall_timeout_s)}});
   prefetcher_.emplace(*ring_, spec_, c_, version_);

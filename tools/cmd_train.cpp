@@ -228,6 +228,7 @@ Command add_actor_command(CLI::App& app) {
   struct ActorArgs {
     std::string config, ring, slab;
     uint32_t id = 0;
+    uint32_t rank = 0;
     int learner_pid = 0;
   };
   auto args = std::make_shared<ActorArgs>();
@@ -238,11 +239,12 @@ Command add_actor_command(CLI::App& app) {
   command->add_option("--slab", args->slab, "shm name of the weight slab")->required();
   command->add_option("--actor-id", args->id, "this actor's index")->required();
   command->add_option("--learner-pid", args->learner_pid, "exit when this process is gone");
+  command->add_option("--rank", args->rank, "its learner's rank among several (seeds envs apart)");
   return {command, [args] {
             init_logging("actor" + std::to_string(args->id), "info");
             install_stop_handlers();
             actor::run_actor({load_config(args->config, {}), args->ring, args->slab, args->id,
-                              args->learner_pid},
+                              args->rank, args->learner_pid},
                              g_stop);
           }};
 }
