@@ -79,6 +79,13 @@ inline pid_t spawn_logged(const std::string& binary, const std::vector<std::stri
   return failed != 0 ? -1 : pid;
 }
 
+// The last non-empty line of `text`.
+inline std::string last_line(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const size_t start = text.rfind('\n');
+  return start == std::string::npos ? text : text.substr(start + 1);
+}
+
 // One running rank: its pid and output files. The destructor resumes a
 // stopped rank, SIGTERMs it and, after 10 s, SIGKILLs it, and reaps it:
 // a failed ASSERT leaves nothing running.
@@ -108,6 +115,9 @@ class RankProcess {
     return "--- stdout:\n" + stdout_text() + "\n--- stderr (last 3000 bytes):\n" +
            tail(stderr_text(), 3000);
   }
+
+  // The last line on stderr: the one a failed rank ends with ("pronghorn: …").
+  std::string last_error_line() const { return last_line(stderr_text()); }
 
   // The exit status (128 + signal) once it exits within `timeout`; nothing
   // while it runs on. Asking again after it exited gives the same status.
