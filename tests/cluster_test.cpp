@@ -197,6 +197,9 @@ TEST(ClusterTest, TwoRanksTrainCartPoleToTheTargetWithIdenticalParameters) {
         << ranks[r].output();
     EXPECT_EQ(ranks[r].stdout_text().rfind("solved: ", 0), 0u) << ranks[r].stdout_text();
   }
+  // backend "auto" on a CPU learner is Gloo.
+  EXPECT_NE(slurp(job.train_log(0)).find("backend gloo"), std::string::npos)
+      << slurp(job.train_log(0));
   const ChecksumLine line = expect_identical_replicas(job);
   std::cout << "[ cluster  ] solved on 2 ranks in " << seconds_since(start) << " s, "
             << line.learner_steps << " learner steps\n";
@@ -416,7 +419,15 @@ TEST(ClusterTest, PartitionedRanksInTwoNamespacesBothExit75) {
       << slurp(out_b);
   EXPECT_FALSE(std::filesystem::exists(dir_b + "/" + name + "/token"))
       << "rank 1 wrote a token of its own";
+  // Gloo bound the address that routes to rank 0, not the hostname's.
+  EXPECT_NE(slurp(out_a).find("collective: Gloo on " + net.address_a() + "\n"), std::string::npos)
+      << slurp(out_a);
+  EXPECT_NE(slurp(out_b).find("collective: Gloo on " + net.address_b() + "\n"), std::string::npos)
+      << slurp(out_b);
 
+  std::vector<pid_t> actors = children_of(pid0);
+  for (pid_t a : children_of(pid1)) actors.push_back(a);
+  EXPECT_EQ(actors.size(), 2u);
   const auto cut = Clock::now();
   net.cut();
   const auto deadline = std::chrono::seconds(kTimeoutS + 10);
@@ -440,6 +451,7 @@ TEST(ClusterTest, PartitionedRanksInTwoNamespacesBothExit75) {
       << RankProcess::tail(text0, 2000);
   EXPECT_EQ(last_line(text1).rfind("pronghorn: rank 1: ", 0), 0u) << RankProcess::tail(text1, 2000);
   EXPECT_NE(last_line(text1).find("rank 0"), std::string::npos) << RankProcess::tail(text1, 2000);
+  EXPECT_TRUE(all_gone(actors, 2s)) << "an actor outlived its rank";
   EXPECT_TRUE(leftover_segments(name).empty()) << joined(leftover_segments(name));
   EXPECT_TRUE(leftover_segments(name + "-rank1").empty())
       << joined(leftover_segments(name + "-rank1"));
