@@ -149,8 +149,12 @@ std::string Rendezvous::get(const std::string& key, std::chrono::milliseconds ti
     job_->wait({key}, timeout);
     return text(job_->get(key));
   } catch (const std::exception& e) {
-    throw PeerLost(fmt::format("rank {}: {} did not arrive in the rendezvous store within {:.0f} s",
-                               o_.rank, key, seconds(timeout)));
+    std::string cause = e.what();
+    cause.resize(std::min(cause.find('\n'), cause.size()));  // c10::Error adds a backtrace
+    throw PeerLost(
+        fmt::format("rank {}: {} did not come from the rendezvous store at {}:{} within "
+                    "{:.0f} s ({})",
+                    o_.rank, key, o_.host, o_.port, seconds(timeout), cause));
   }
 }
 
@@ -207,15 +211,13 @@ void Rendezvous::handshake() {
       job_->set(fmt::format("proof0/{}", r),
                 bytes(prove(0, text(job_->get(fmt::format("nonce/{}", r))))));
     }
-    job_->set("verdict/handshake", bytes(verdict));
-    if (verdict != kOk) throw_verdict(verdict);
+    publish_verdict("handshake", verdict);
     return;
   }
   const std::string nonce = random_hex(16);
   job_->set(fmt::format("nonce/{}", o_.rank), bytes(nonce));
   job_->set(fmt::format("proof/{}", o_.rank), bytes(prove(o_.rank, text(job_->get("nonce/0")))));
-  const std::string verdict = get("verdict/handshake", o_.rendezvous_timeout);
-  if (verdict != kOk) throw_verdict(verdict);
+  read_verdict("handshake", o_.rendezvous_timeout);
   if (!tokens_equal(get(fmt::format("proof0/{}", o_.rank), o_.timeout), prove(0, nonce))) {
     throw UsageError(fmt::format(
         "rank {}: the rendezvous at {}:{} could not prove it holds this job's token: it is not "
@@ -227,8 +229,7 @@ void Rendezvous::handshake() {
 void Rendezvous::agree(const Facts& facts) {
   set(fmt::format("facts/{}", o_.rank), serialize(facts));
   if (o_.rank != 0) {
-    const std::string verdict = get("verdict/agree", o_.rendezvous_timeout);
-    if (verdict != kOk) throw_verdict(verdict);
+    read_verdict("agree", o_.rendezvous_timeout);
     return;
   }
   std::string verdict(kOk);
@@ -237,8 +238,39 @@ void Rendezvous::agree(const Facts& facts) {
         first_difference(facts, deserialize(get(fmt::format("facts/{}", r), o_.timeout)), r);
     if (!difference.empty()) verdict = std::string(kUsage) + difference;
   }
-  set("verdict/agree", verdict);
-  if (verdict != kOk) throw_verdict(verdict);
+  publish_verdict("agree", verdict);
+}
+
+// Rank 0. A refusal waits (briefly) until every rank has read it: rank 0's
+// exit takes the store away, and a rank that had not read the verdict yet
+// would report a lost store instead of the reason.
+void Rendezvous::publish_verdict(const std::string& stage, const std::string& verdict) {
+  job_->set("verdict/" + stage, bytes(verdict));
+  if (verdict == kOk) return;
+  const auto deadline = Clock::now() + std::min(o_.timeout, std::chrono::milliseconds(3'000));
+  for (int r = 1; r < o_.world_size; ++r) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    try {
+      job_->wait({fmt::format("read/{}/{}", stage, r)}, left);
+    } catch (const std::exception&) {
+      break;  // a rank that never came: nothing to wait for
+    }
+  }
+  throw_verdict(verdict);
+}
+
+// Ranks > 0: rank 0's verdict, acknowledged; throws unless it is "ok".
+void Rendezvous::read_verdict(const std::string& stage, std::chrono::milliseconds timeout) {
+  const std::string verdict = get("verdict/" + stage, timeout);
+  if (verdict == kOk) return;
+  try {
+    job_->set(fmt::format("read/{}/{}", stage, o_.rank), bytes("1"));
+  } catch (const std::exception&) {
+    // Rank 0 gone already: the verdict is in hand.
+  }
+  throw_verdict(verdict);
 }
 
 // Its own connection: the main one may sit in a long wait. Detached rather

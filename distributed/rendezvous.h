@@ -89,6 +89,8 @@ class Rendezvous : public KeyValueStore {
 
  private:
   void handshake();
+  void publish_verdict(const std::string& stage, const std::string& verdict);
+  void read_verdict(const std::string& stage, std::chrono::milliseconds timeout);
   void start_heartbeat();
 
   RendezvousOptions o_;

@@ -36,12 +36,21 @@ bool may_differ(const std::string& key) {
   return keys.contains(key) || key.starts_with("server.") || key.starts_with("remote.");
 }
 
-// "auto" resolves on each rank to what its learner device needs.
+// "auto" resolves on each rank to what its learner device needs. NCCL sums
+// CUDA memory only: refused here, before any rank waits for the others, when
+// the learner will not be on a GPU.
 std::string resolve_backend(const Config& c) {
   using B = DistributedConfig::Backend;
-  if (c.distributed.backend == B::kGloo) return "gloo";
-  if (c.distributed.backend == B::kNccl) return "nccl";
   const bool cuda = c.learner.device != LearnerConfig::Device::kCpu && torch::cuda::is_available();
+  if (c.distributed.backend == B::kGloo) return "gloo";
+  if (c.distributed.backend == B::kNccl && !cuda) {
+    throw UsageError(
+        c.learner.device == LearnerConfig::Device::kCpu
+            ? "distributed.backend = \"nccl\" needs the learner on a GPU, and "
+              "learner.device = \"cpu\"; use \"gloo\" or \"auto\""
+            : "distributed.backend = \"nccl\": no CUDA device usable by LibTorch here "
+              "(a CPU build of LibTorch, or no GPU visible); use \"gloo\" or \"auto\"");
+  }
   return cuda ? "nccl" : "gloo";
 }
 
