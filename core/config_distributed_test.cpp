@@ -14,13 +14,7 @@ namespace pronghorn {
 namespace {
 
 using testing::config_error_of;
-
-// Asserts that `message` is one line and holds every one of `parts`.
-void expect_names(const std::string& message, std::initializer_list<std::string> parts) {
-  ASSERT_FALSE(message.empty()) << "expected an error";
-  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;
-}
+using testing::expect_names;
 
 TEST(ConfigDistributedTest, DefaultsAreASingleLearnerUnlessTheEnvironmentSaysOtherwise) {
   const DistributedConfig d = load_config("", {}).distributed;

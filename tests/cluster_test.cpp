@@ -185,6 +185,19 @@ ChecksumLine expect_identical_replicas(const Cluster& job) {
 
 // --- Training together ---------------------------------------------------
 
+// Rank 0 exits 75 within the deadline (+ naming the lost rank) after `fault`
+// at `since`, its last line naming rank 1; returns the seconds it took.
+double expect_rank0_lost_rank1(RankProcess& rank0, Clock::time_point since, const char* fault) {
+  const std::optional<int> status = rank0.wait(std::chrono::seconds(kTimeoutS + 8));
+  const double took = seconds_since(since);
+  EXPECT_EQ(status, std::optional<int>(75)) << "rank 0 " << fault << " (" << took << " s)\n"
+                                            << rank0.output();
+  EXPECT_LE(took, kTimeoutS + 8);
+  EXPECT_EQ(rank0.last_error_line().rfind("pronghorn: rank 0: lost rank 1", 0), 0u)
+      << RankProcess::tail(rank0.stderr_text(), 2000);
+  return took;
+}
+
 TEST(ClusterTest, TwoRanksTrainCartPoleToTheTargetWithIdenticalParameters) {
   Cluster job(2);  // the default job: CartPole to a mean return of 475
   const auto start = Clock::now();
@@ -255,14 +268,7 @@ TEST(ClusterTest, SigkilledRankOneEndsRankZeroWith75AndBothResume) {
   const auto killed = Clock::now();
   ranks[1].signal(SIGKILL);
   ASSERT_EQ(ranks[1].wait(10s), std::optional<int>(128 + SIGKILL));
-  const std::optional<int> status0 = ranks[0].wait(std::chrono::seconds(kTimeoutS + 8));
-  const double took = seconds_since(killed);
-  ASSERT_EQ(status0, std::optional<int>(75)) << "rank 0 after rank 1's SIGKILL (" << took << " s)\n"
-                                             << ranks[0].output();
-  EXPECT_LE(took, kTimeoutS + 8);
-  const std::string err0 = ranks[0].stderr_text();
-  EXPECT_EQ(ranks[0].last_error_line().rfind("pronghorn: rank 0: lost rank 1", 0), 0u)
-      << RankProcess::tail(err0, 2000);
+  const double took = expect_rank0_lost_rank1(ranks[0], killed, "after rank 1's SIGKILL");
   std::cout << "[ cluster  ] rank 0 exited 75 " << took
             << " s after rank 1's SIGKILL: " << ranks[0].last_error_line() << "\n";
 
@@ -341,14 +347,7 @@ TEST(ClusterTest, StoppedRankOneIsATimeoutNotAHang) {
 
   const auto stopped = Clock::now();
   ranks[1].signal(SIGSTOP);
-  const std::optional<int> status0 = ranks[0].wait(std::chrono::seconds(kTimeoutS + 8));
-  const double took = seconds_since(stopped);
-  ASSERT_EQ(status0, std::optional<int>(75)) << "rank 0 with rank 1 stopped (" << took << " s)\n"
-                                             << ranks[0].output();
-  EXPECT_LE(took, kTimeoutS + 8);
-  const std::string err0 = ranks[0].stderr_text();
-  EXPECT_EQ(ranks[0].last_error_line().rfind("pronghorn: rank 0: lost rank 1", 0), 0u)
-      << RankProcess::tail(err0, 2000);
+  const double took = expect_rank0_lost_rank1(ranks[0], stopped, "with rank 1 stopped");
   std::cout << "[ cluster  ] rank 0 exited 75 " << took
             << " s after rank 1's SIGSTOP: " << ranks[0].last_error_line() << "\n";
   EXPECT_TRUE(all_gone(actors0, 2s)) << "rank 0's actor outlived it";
