@@ -303,6 +303,28 @@ TEST_P(DataParallelGradientTest, ARankWithNoSamplesAddsNothing) {
   expect_concatenated_gradient(job, batches, empty);
 }
 
+// A rank that has never had a batch (no .grad yet) still takes the step:
+// it receives the others' gradient.
+TEST_P(DataParallelGradientTest, ARankThatNeverHadABatchReceivesTheGradient) {
+  const auto [world, reduction] = GetParam();
+  Job job(world, reduction);
+  std::vector<uint64_t> samples(world, 0);
+  for (int r = 1; r < world; ++r) {
+    const Batch b = random_batch(2 + r, 500 + r);
+    job.trainers[r]->backward(b);
+    samples[r] = samples_of(b);
+  }
+  ASSERT_FALSE(job.trainers[0]->model()->parameters()[0].grad().defined());
+  job.reduce(samples);
+  const std::vector<at::Tensor> want = gradients(*job.trainers[1]);
+  const std::vector<at::Tensor> got = gradients(*job.trainers[0]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].defined()) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(got[i], want[i])) << "parameter " << i;
+  }
+}
+
 TEST_P(DataParallelGradientTest, NoSamplesAnywhereIsNoStepAndLeavesTheGradients) {
   const auto [world, reduction] = GetParam();
   Job job(world, reduction);
