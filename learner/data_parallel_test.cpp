@@ -232,6 +232,10 @@ struct Case {
   const char* reduction;
 };
 
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.world << " ranks, loss.reduction " << c.reduction;
+}
+
 class DataParallelGradientTest : public ::testing::TestWithParam<Case> {};
 
 // The reduce on every rank of `job`, rank r having run backward on
