@@ -35,8 +35,6 @@
 #include "model/policy.h"
 #include "tools/cli.h"
 
-extern char** environ;
-
 namespace pronghorn::cli {
 namespace {
 
