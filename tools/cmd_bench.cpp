@@ -2,6 +2,8 @@
 //   bench env      env steps per second of one batched env per thread
 //   bench kernels  fused V-trace and loss against stock ops (bench_kernels.cpp)
 //   bench ring     actor→learner GB/s through the ring against memcpy (bench_ring.cpp)
+//   bench collective  the learners' gradient all-reduce against raw c10d Gloo
+//                     (bench_collective.cpp)
 // Each thread steps its own K envs with actions drawn before timing starts.
 #include <fmt/format.h>
 
@@ -119,13 +121,15 @@ Command add_bench_command(CLI::App& app) {
   env->add_option("--seconds", args->seconds, "measuring time")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
-  std::function<void()> run_kernels, run_ring;
+  std::function<void()> run_kernels, run_ring, run_collective;
   CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
   CLI::App* ring = add_bench_ring(*bench, run_ring);
-  return {bench, [args, env, kernels, run_kernels, ring, run_ring] {
+  CLI::App* collective = add_bench_collective(*bench, run_collective);
+  return {bench, [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective] {
             if (env->parsed()) bench_env(*args);
             if (kernels->parsed()) run_kernels();
             if (ring->parsed()) run_ring();
+            if (collective->parsed()) run_collective();
           }};
 }
 
