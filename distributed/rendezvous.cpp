@@ -40,7 +40,10 @@ std::string serialize(const Facts& facts) {
     for (char& ch : v) {
       if (ch == '\n' || ch == '\t') ch = ' ';
     }
-    out += name + '\t' + v + '\n';
+    out += name;
+    out += '\t';
+    out += v;
+    out += '\n';
   }
   return out;
 }

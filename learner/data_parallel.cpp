@@ -68,8 +68,8 @@ DataParallel::DataParallel(distributed::Collective& collective, Trainer& trainer
 
 ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target,
                                  double target_return, const RankRow& row) {
-  PRONGHORN_CHECK(samples < kMaxExactSamples, "a learner step of ", samples,
-                  " samples is more than a data-parallel step counts exactly (2^24)");
+  PRONGHORN_ASSERT(static_cast<double>(samples) * world_size() < kMaxExactSamples,
+                   "checked at start (learner.cpp): a step's samples over every rank < 2^24");
   at::NoGradGuard no_grad;
   const float weight = mean_ ? static_cast<float>(samples) : 1.0f;
   int64_t offset = 0;

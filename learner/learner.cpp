@@ -176,6 +176,15 @@ void Learner::Loop::resume() {
 
 // Rank 0's weights, optimizer state and counters (fresh or resumed) on every rank.
 void Learner::Loop::share_initial_state() {
+  // The all-reduce counts samples in floats, exact below 2^24; every rank has
+  // the same config, so every rank refuses here together.
+  const double step_samples = static_cast<double>(T_ * K_ * B_) * o_.collective->world_size();
+  if (step_samples >= (1 << 24)) {
+    throw UsageError(fmt::format(
+        "actor.unroll_length × env.num_envs × learner.batch_size × world size = {:.0f} samples "
+        "a step; several learners count at most 2^24 (16777216)",
+        step_samples));
+  }
   parallel_.emplace(*o_.collective, trainer_, c_.loss.reduction == LossConfig::Reduction::kMean);
   SharedCounters counters{stats_.env_steps, stats_.learner_steps, stats_.episodes,
                           slab_->version()};
@@ -209,7 +218,7 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
               .actors_desired = static_cast<uint32_t>(supervisor_->desired()),
               .ring_occupancy = static_cast<uint32_t>(ring_->counters().ready),
               .control_port = static_cast<uint32_t>(board_.control_port())};
-  const ClusterStep cluster =
+  ClusterStep cluster =
       parallel_->reduce(samples, std::isfinite(step.total), stop_.load() || stop_requested_,
                         target_here, target_here ? stats_.return_mean() : 0.0, row);
   if (rank_ == 0) keep_rows(cluster.rows);

@@ -50,7 +50,8 @@ class Trainer {
   // The two halves of learn(), apart so that several learners can sum their
   // gradients between them (learner/data_parallel.h).
   // Forward, loss and backward: the gradients are left in the parameters'
-  // .grad, not applied. Throws Error when the loss is not finite.
+  // .grad, not applied. A non-finite loss is apply()'s to refuse:
+  // several learners must still make their all-reduce first.
   StepStats backward(const Batch& batch);
   // Clips the gradients to learner.max_grad_norm (the norm of all of them),
   // checks them finite and takes one optimizer step; fills s.grad_norm and

@@ -50,7 +50,12 @@ inline std::vector<std::string> rank_environment(const std::map<std::string, std
     const std::string name = entry.substr(0, entry.find('='));
     if (!is_placement_variable(name) && extra.count(name) == 0) env.push_back(entry);
   }
-  for (const auto& [name, value] : extra) env.push_back(name + "=" + value);
+  for (const auto& [name, value] : extra) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    env.push_back(std::move(entry));
+  }
   return env;
 }
 
