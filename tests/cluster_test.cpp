@@ -600,4 +600,55 @@ TEST(ClusterTest, RanksPlacedByTorchrunVariablesTrain) {
   EXPECT_GE(job.metric(0, "env_steps"), 100000);
 }
 
+// Rank 0's status shows every rank; `scale --rank` and `--node` reach one
+// rank's actors through rank 0; an unknown rank is named with the ones there are.
+TEST(ClusterTest, RankZeroShowsEveryRankAndScalesOneNode) {
+  Cluster job(2, {"run.target_return=0", "run.total_steps=1000000000"});
+  std::vector<RankProcess> ranks;
+  ranks.push_back(job.start(0, "127.0.0.1:0", {"--name", "node-a"}));
+  const std::string address = job.rendezvous_address();
+  ASSERT_FALSE(address.empty()) << ranks[0].output();
+  ranks.push_back(job.start(1, address, {"--name", "node-x"}));
+  const std::string cli = std::string(PRONGHORN_BIN) + " ";
+  const std::string at = " --run-dir " + job.run();
+  std::string table;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        table = shell(cli + "status" + at).second;
+        return table.find("total") != std::string::npos &&
+               table.find("127.0.0.1:") != std::string::npos;
+      },
+      30s))
+      << table;
+  EXPECT_NE(table.find("rank 0 of 2"), std::string::npos) << table;
+  EXPECT_NE(table.find("node-x"), std::string::npos) << table;
+
+  auto [code, out] = shell(cli + "scale --rank 1 --actors 2" + at);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("actors: 1 → 2"), std::string::npos) << out;
+  std::tie(code, out) = shell(cli + "scale --node node-x --actors 0" + at);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("→ 0"), std::string::npos) << out;
+  // Rank 1's own status says what its node now wants; rank 0's kept its one.
+  const std::string rank1 =
+      " --run-dir " + job.rank_dir(1) + " --token-file " + job.run() + "/token";
+  EXPECT_TRUE(wait_for(
+      [&] {
+        return shell(cli + "status --json" + rank1).second.find("\"actors_desired\": 0") !=
+               std::string::npos;
+      },
+      10s))
+      << shell(cli + "status --json" + rank1).second;
+  EXPECT_NE(shell(cli + "status --json" + at).second.find("\"actors_desired\": 1"),
+            std::string::npos);
+  std::tie(code, out) = shell(cli + "scale --rank 7 --actors 1" + at);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("no rank 7 in this job; its ranks: 0 ("), std::string::npos) << out;
+
+  EXPECT_EQ(shell(cli + "stop" + at).first, 0);
+  const auto statuses = wait_all(ranks, 30s);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(statuses[r], std::optional<int>(0)) << ranks[r].output();
+  expect_identical_replicas(job);
+}
+
 }  // namespace

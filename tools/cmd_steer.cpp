@@ -36,25 +36,34 @@ ControlArgs rank_control(const ScaleArgs& a) {
         "yet; ask rank 0 (its run directory or address)");
   }
   std::string known;
+  std::vector<const v1::RankStatus*> matches;
   for (const v1::RankStatus& row : s.ranks()) {
     known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", row.rank(), row.node_name());
     const bool match =
         a.rank >= 0 ? static_cast<int>(row.rank()) == a.rank : row.node_name() == a.node;
-    if (!match) continue;
-    if (row.rank() == 0) return a.control;
-    if (row.control_address().empty()) {
-      throw Error(
-          fmt::format("rank {} has not reported its control plane's address yet", row.rank()));
-    }
-    ControlArgs other = a.control;
-    other.target = row.control_address();
-    other.run_dir.clear();
-    other.token_file.clear();
-    other.token = rank0.token();
-    return other;
+    if (match) matches.push_back(&row);
   }
-  throw UsageError(fmt::format("no rank {} in this job; its ranks: {}",
-                               a.rank >= 0 ? std::to_string(a.rank) : "on node " + a.node, known));
+  if (matches.empty()) {
+    throw UsageError(fmt::format("no rank {} in this job; its ranks: {}",
+                                 a.rank >= 0 ? std::to_string(a.rank) : "on node " + a.node,
+                                 known));
+  }
+  if (matches.size() > 1) {  // ranks sharing a host share its name
+    throw UsageError(fmt::format("several ranks run on node {}; name one with --rank (ranks: {})",
+                                 a.node, known));
+  }
+  const v1::RankStatus& row = *matches.front();
+  if (row.rank() == 0) return a.control;
+  if (row.control_address().empty()) {
+    throw Error(
+        fmt::format("rank {} has not reported its control plane's address yet", row.rank()));
+  }
+  ControlArgs other = a.control;
+  other.target = row.control_address();
+  other.run_dir.clear();
+  other.token_file.clear();
+  other.token = rank0.token();
+  return other;
 }
 
 }  // namespace
