@@ -106,7 +106,6 @@ class Learner::Loop {
   void resume();
   void share_initial_state();
   ClusterStep learn_together(std::optional<PreparedBatch>& prepared);
-  void keep_rows(const std::vector<RankRow>& rows);
   std::string checkpoint();
   void handle(ControlBoard::Pending& pending);
   v1::Status status() const;
@@ -221,7 +220,7 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
   ClusterStep cluster =
       parallel_->reduce(samples, std::isfinite(step.total), stop_.load() || stop_requested_,
                         target_here, target_here ? stats_.return_mean() : 0.0, row);
-  if (rank_ == 0) keep_rows(cluster.rows);
+  if (rank_ == 0) rank_rows_ = make_rank_rows(cluster.rows, o_.rank_nodes, o_.rank_hosts);
   stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);
   stats_.last_allreduce_s = seconds(Clock::now() - reduce_start);
   if (cluster.samples == 0) return cluster;  // nobody had a batch: no step anywhere
@@ -242,26 +241,6 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
     prefetcher_->set_version(version_);
   }
   return cluster;
-}
-
-// Rank 0's view of every rank, for its status.
-void Learner::Loop::keep_rows(const std::vector<RankRow>& rows) {
-  rank_rows_.resize(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    v1::RankStatus& out = rank_rows_[r];
-    const RankRow& in = rows[r];
-    out.set_rank(static_cast<uint32_t>(r));
-    if (r < o_.rank_nodes.size()) out.set_node_name(o_.rank_nodes[r]);
-    if (r < o_.rank_hosts.size() && in.control_port != 0) {
-      out.set_control_address(fmt::format("{}:{}", o_.rank_hosts[r], in.control_port));
-    }
-    out.set_sps(in.sps);
-    out.set_local_env_steps(in.local_env_steps);
-    out.set_actors_alive(in.actors_alive);
-    out.set_actors_desired(in.actors_desired);
-    out.set_ring_occupancy(in.ring_occupancy);
-    out.set_allreduce_s(in.allreduce_s);
-  }
 }
 
 std::string Learner::Loop::checkpoint() {

@@ -1,5 +1,7 @@
 #include "learner/run_status.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace pronghorn::learner {
@@ -69,6 +71,28 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   s.set_allreduce_s(stats.last_allreduce_s);
   for (const v1::RankStatus& row : live.ranks) *s.add_ranks() = row;
   return s;
+}
+
+std::vector<v1::RankStatus> make_rank_rows(const std::vector<RankRow>& rows,
+                                           const std::vector<std::string>& nodes,
+                                           const std::vector<std::string>& hosts) {
+  std::vector<v1::RankStatus> out(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    v1::RankStatus& row = out[r];
+    const RankRow& in = rows[r];
+    row.set_rank(static_cast<uint32_t>(r));
+    if (r < nodes.size()) row.set_node_name(nodes[r]);
+    if (r < hosts.size() && in.control_port != 0) {
+      row.set_control_address(fmt::format("{}:{}", hosts[r], in.control_port));
+    }
+    row.set_sps(in.sps);
+    row.set_local_env_steps(in.local_env_steps);
+    row.set_actors_alive(in.actors_alive);
+    row.set_actors_desired(in.actors_desired);
+    row.set_ring_occupancy(in.ring_occupancy);
+    row.set_allreduce_s(in.allreduce_s);
+  }
+  return out;
 }
 
 }  // namespace pronghorn::learner

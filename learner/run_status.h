@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "buffer/ring.h"
+#include "learner/data_parallel.h"
 #include "learner/run_stats.h"
 #include "proto/pronghorn.pb.h"
 
@@ -30,5 +31,11 @@ struct LiveState {
 };
 
 v1::Status make_status(const RunStats& stats, const LiveState& live);
+
+// Rank 0 of several learners: every rank's row of its status, from the rows
+// the step's all-reduce carried and each rank's node name and host.
+std::vector<v1::RankStatus> make_rank_rows(const std::vector<RankRow>& rows,
+                                           const std::vector<std::string>& nodes,
+                                           const std::vector<std::string>& hosts);
 
 }  // namespace pronghorn::learner
