@@ -80,6 +80,14 @@ std::string first_difference(const Facts& ours, const Facts& theirs, int r) {
   return "";
 }
 
+// The options a detached thread keeps: no callbacks, which may capture the
+// caller's locals.
+RendezvousOptions connection_only(RendezvousOptions o) {
+  o.token = nullptr;
+  o.on_listening = nullptr;
+  return o;
+}
+
 c10::intrusive_ptr<c10d::Store> connect(const RendezvousOptions& o, bool server,
                                         std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions opts;
@@ -134,6 +142,10 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : o_(options) {
   token_ = o_.token();
   handshake();
   start_heartbeat();
+  // From here on a store read waits distributed.timeout_s, not the
+  // rendezvous's patience (every wait names its own timeout; a read after
+  // it also resets the socket's to the store's).
+  root_->setTimeout(o_.timeout);
 }
 
 int Rendezvous::port() const { return static_cast<c10d::TCPStore*>(root_.get())->getPort(); }
@@ -281,7 +293,7 @@ void Rendezvous::read_verdict(const std::string& stage, std::chrono::millisecond
 // call): the deadline of a lost peer must hold.
 void Rendezvous::start_heartbeat() {
   heartbeat_ = std::make_shared<Heartbeat>();
-  std::thread([o = o_, incarnation = incarnation_, state = heartbeat_] {
+  std::thread([o = connection_only(o_), incarnation = incarnation_, state = heartbeat_] {
     try {
       auto store = connect(o, false, o.timeout);
       c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation, store);
@@ -301,7 +313,7 @@ void Rendezvous::start_heartbeat() {
 Rendezvous::~Rendezvous() {
   if (!heartbeat_) return;
   heartbeat_->stop = true;
-  heartbeat_->done.get_future().wait_for(1500ms);
+  heartbeat_->done.get_future().wait_for(500ms);
 }
 
 // On a connection of its own, in a thread of its own, bounded: the store may
@@ -309,14 +321,14 @@ Rendezvous::~Rendezvous() {
 std::string Rendezvous::lost_peers() {
   auto answer = std::make_shared<std::promise<std::string>>();
   std::future<std::string> named = answer->get_future();
-  std::thread([o = o_, incarnation = incarnation_, answer] {
+  std::thread([o = connection_only(o_), incarnation = incarnation_, answer] {
     std::string result;
     try {
-      auto store = connect(o, false, 2s);
+      auto store = connect(o, false, 1s);
       c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation, store);
       std::vector<int64_t> before(o.world_size);
       for (int r = 0; r < o.world_size; ++r) before[r] = job.add(fmt::format("beat/{}", r), 0);
-      std::this_thread::sleep_for(2500ms);  // two beats and a half
+      std::this_thread::sleep_for(2000ms);  // two beats
       std::vector<int> quiet;
       for (int r = 0; r < o.world_size; ++r) {
         if (r != o.rank && job.add(fmt::format("beat/{}", r), 0) == before[r]) quiet.push_back(r);
@@ -329,7 +341,9 @@ std::string Rendezvous::lost_peers() {
     }
     answer->set_value(result);
   }).detach();
-  if (named.wait_for(6s) != std::future_status::ready) {
+  // Bounded: a stopped rank 0's kernel still accepts connections, and 1.13's
+  // TCPStore reads on them without a timeout.
+  if (named.wait_for(3500ms) != std::future_status::ready) {
     return o_.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
   }
   return named.get();

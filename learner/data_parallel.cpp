@@ -116,25 +116,51 @@ ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool 
   return step;
 }
 
+// NCCL reads and writes device memory only: host data goes through a device
+// copy. Gloo takes the host memory as it is.
+void DataParallel::broadcast_host(void* data, size_t bytes) {
+  if (!flat_.is_cuda()) {
+    collective_.broadcast(bytes_of(data, bytes), 0);
+    return;
+  }
+  at::Tensor host = torch::from_blob(data, {static_cast<int64_t>(bytes)}, at::kByte);
+  at::Tensor device = host.to(flat_.device());
+  torch::cuda::synchronize();
+  collective_.broadcast(bytes_of(device.data_ptr(), bytes), 0);
+  host.copy_(device.cpu());
+}
+
+void DataParallel::all_reduce_host(std::span<int64_t> data) {
+  if (!flat_.is_cuda()) {
+    collective_.all_reduce_sum(data);
+    return;
+  }
+  at::Tensor host = torch::from_blob(data.data(), {static_cast<int64_t>(data.size())}, at::kLong);
+  at::Tensor device = host.to(flat_.device());
+  torch::cuda::synchronize();
+  collective_.all_reduce_sum(std::span<int64_t>(device.data_ptr<int64_t>(), data.size()));
+  host.copy_(device.cpu());
+}
+
 void DataParallel::broadcast_model() {
   // Parameters.
   std::vector<float> flat(count_);
   trainer_.model()->write_flat(flat.data());
-  collective_.broadcast(bytes_of(flat.data(), flat.size() * sizeof(float)), 0);
+  broadcast_host(flat.data(), flat.size() * sizeof(float));
   if (rank() != 0) trainer_.model()->read_flat(flat.data());
   // Optimizer state, its length first: it differs between a fresh optimizer
   // and one that has stepped.
   std::string state = rank() == 0 ? trainer_.optimizer_state() : std::string();
   int64_t length = static_cast<int64_t>(state.size());
-  collective_.broadcast(bytes_of(&length, sizeof length), 0);
+  broadcast_host(&length, sizeof length);
   state.resize(static_cast<size_t>(length));
-  collective_.broadcast(bytes_of(state.data(), state.size()), 0);
+  broadcast_host(state.data(), state.size());
   if (rank() != 0) trainer_.load_optimizer_state(state);
 }
 
 void DataParallel::share_initial_state(SharedCounters& counters) {
   broadcast_model();
-  collective_.broadcast(bytes_of(&counters, sizeof counters), 0);
+  broadcast_host(&counters, sizeof counters);
 }
 
 uint64_t DataParallel::parameter_checksum() {
@@ -149,7 +175,7 @@ bool DataParallel::check_replicas(uint64_t learner_step) {
   // Each rank's checksum in its own place; the sum gathers them all.
   std::vector<int64_t> sums(world_size(), 0);
   sums[rank()] = static_cast<int64_t>(mine);
-  collective_.all_reduce_sum(std::span<int64_t>(sums));
+  all_reduce_host(std::span<int64_t>(sums));
   std::vector<int> differing;
   for (int r = 1; r < world_size(); ++r) {
     if (sums[r] != sums[0]) differing.push_back(r);

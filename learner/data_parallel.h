@@ -78,6 +78,8 @@ class DataParallel {
 
  private:
   void broadcast_model();
+  void broadcast_host(void* data, size_t bytes);  // from rank 0
+  void all_reduce_host(std::span<int64_t> data);
 
   distributed::Collective& collective_;
   Trainer& trainer_;

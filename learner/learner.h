@@ -31,8 +31,8 @@ struct TrainOptions {
   // ranks > 0 run_dir is their own <run>/ranks/<r>.
   distributed::Collective* collective = nullptr;
   std::string node_name;                // this rank's
-  std::vector<std::string> rank_nodes;  // rank 0: every rank's node name and host, by rank
-  std::vector<std::string> rank_hosts;
+  std::vector<std::string> rank_nodes;  // rank 0: every rank's node name and the host of its
+  std::vector<std::string> rank_hosts;  // control plane ("" if unreachable), by rank
 };
 
 // Where the run ended: the same figures as its last metrics.jsonl line and

@@ -82,7 +82,7 @@ std::vector<v1::RankStatus> make_rank_rows(const std::vector<RankRow>& rows,
     const RankRow& in = rows[r];
     row.set_rank(static_cast<uint32_t>(r));
     if (r < nodes.size()) row.set_node_name(nodes[r]);
-    if (r < hosts.size() && in.control_port != 0) {
+    if (r < hosts.size() && !hosts[r].empty() && in.control_port != 0) {
       row.set_control_address(fmt::format("{}:{}", hosts[r], in.control_port));
     }
     row.set_sps(in.sps);

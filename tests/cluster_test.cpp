@@ -291,8 +291,11 @@ TEST(ClusterTest, SigkilledRankOneEndsRankZeroWith75AndBothResume) {
   std::vector<RankProcess> again;
   again.push_back(start_rank(
       [&] {
+        // Where a rank stands is told again at every start (the run keeps no rank).
         std::vector<std::string> a = {"train"};
         a.insert(a.end(), resume.begin(), resume.end());
+        a.insert(a.end(),
+                 {"--set", "distributed.rank=0", "--set", "distributed.rendezvous=127.0.0.1:0"});
         return a;
       }(),
       job.files(0, "-resumed")));

@@ -54,6 +54,45 @@ std::string resolve_backend(const Config& c) {
   return cuda ? "nccl" : "gloo";
 }
 
+bool is_loopback_ip(const std::string& ip) { return ip.starts_with("127.") || ip == "::1"; }
+
+// The address the collective binds and the others dial: the one routing
+// toward rank 0, or distributed.interface's. Where rank 0's name resolves to
+// loopback on its own host (Debian maps the hostname to 127.0.1.1), that
+// route is loopback too, and ranks elsewhere could never connect: then the
+// default route's source address, or a refusal naming the key to set.
+std::string bind_address(const DistributedConfig& d, const distributed::Placement& p) {
+  if (!d.interface.empty()) return distributed::address_of_interface(d.interface);
+  const std::string toward = distributed::local_address_toward(p.host, p.port);
+  if (!is_loopback_ip(toward) || is_loopback_address(fmt::format("{}:{}", p.host, p.port))) {
+    return toward;  // a real route, or a job that is all on this machine by its own choice
+  }
+  std::string outward;
+  try {
+    outward = distributed::local_address_toward("192.0.2.1", 9);  // TEST-NET-1: only the route
+  } catch (const UsageError&) {
+  }
+  if (outward.empty() || is_loopback_ip(outward)) {
+    throw UsageError(fmt::format(
+        "distributed: rank 0's address {} is loopback ({}) on this host and there is no other "
+        "route; set distributed.interface, or a rendezvous host the other ranks reach",
+        p.host, toward));
+  }
+  spdlog::info("rank 0's address {} is loopback here ({}); the collective binds {}", p.host, toward,
+               outward);
+  return outward;
+}
+
+// The host at which rank 0's users reach this rank's control plane: its
+// server.address host; this rank's own address when that is a wildcard; ""
+// when it is loopback on a node other than rank 0's (nobody there can reach it).
+std::string control_host(const std::string& server_address, const std::string& bind) {
+  std::string host = server_address.substr(0, server_address.rfind(':'));
+  if (host == "0.0.0.0" || host == "[::]" || host == "::") return bind;
+  if (is_loopback_address(server_address) && !is_loopback_ip(bind)) return "";
+  return host;
+}
+
 }  // namespace
 
 distributed::Facts job_facts(const Config& config, const EnvSpec& env, int world_size,
@@ -102,11 +141,9 @@ ClusterMember join_cluster(const Config& config, const EnvSpec& env,
                d.rendezvous_timeout_s);
   m.rendezvous = std::make_unique<distributed::Rendezvous>(o);
   m.rendezvous->agree(job_facts(config, env, placement.world_size, backend));
-  const std::string bind = d.interface.empty()
-                               ? distributed::local_address_toward(placement.host, placement.port)
-                               : distributed::address_of_interface(d.interface);
+  const std::string bind = bind_address(d, placement);
   m.rendezvous->publish("node", placement.node_name);
-  m.rendezvous->publish("host", bind);
+  m.rendezvous->publish("host", control_host(config.server.address, bind));
   m.nodes.assign(placement.world_size, "");
   m.hosts.assign(placement.world_size, "");
   for (int r = 0; r < placement.world_size; ++r) {

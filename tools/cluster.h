@@ -20,8 +20,9 @@ struct ClusterMember {
   distributed::Placement placement;
   std::unique_ptr<distributed::Rendezvous> rendezvous;
   std::unique_ptr<distributed::Collective> collective;  // uses the rendezvous: declared after
-  // Every rank's node name and address toward rank 0, by rank (on rank 0;
-  // the others know only their own).
+  // Every rank's node name and the host of its control plane ("" where rank
+  // 0's users cannot reach it), by rank (on rank 0; the others know only
+  // their own).
   std::vector<std::string> nodes, hosts;
 };
 

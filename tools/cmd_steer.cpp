@@ -55,8 +55,10 @@ ControlArgs rank_control(const ScaleArgs& a) {
   const v1::RankStatus& row = *matches.front();
   if (row.rank() == 0) return a.control;
   if (row.control_address().empty()) {
-    throw Error(
-        fmt::format("rank {} has not reported its control plane's address yet", row.rank()));
+    throw Error(fmt::format(
+        "rank {} on node {} has no control address reachable from rank 0: its server.address is "
+        "loopback on another node (set it to an address there), or it has not stepped yet",
+        row.rank(), row.node_name()));
   }
   ControlArgs other = a.control;
   other.target = row.control_address();

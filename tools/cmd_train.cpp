@@ -89,13 +89,14 @@ void free_default_ports(ServerConfig& server) {
   if (server.metrics_port == defaults.metrics_port) server.metrics_port = 0;
 }
 
-// The job's token on a rank > 0: server.token_file, else PRONGHORN_TOKEN,
-// else the run directory rank 0 wrote (a shared filesystem).
-std::string rank_token(const Config& config, const std::string& run_dir) {
+// The job's token: server.token_file, else PRONGHORN_TOKEN, else the run
+// directory's (rank 0 makes it; a rank > 0 reads it on a shared filesystem).
+std::string job_token(const Config& config, const std::string& run_dir, int rank) {
   if (!config.server.token_file.empty()) return read_token_file(config.server.token_file);
   if (const char* token = std::getenv("PRONGHORN_TOKEN"); token != nullptr && *token != 0) {
     return token;
   }
+  if (rank == 0) return read_or_create_token_file(run_dir + "/token");
   const std::string path = run_dir + "/token";
   if (!std::filesystem::exists(path)) {
     throw UsageError(
@@ -106,13 +107,30 @@ std::string rank_token(const Config& config, const std::string& run_dir) {
   return read_run_token_file(path);
 }
 
+// The config a run directory keeps. Where a rank stands (distributed.rank,
+// .rendezvous) is told afresh at every start, --resume included: a new
+// attempt may place ranks differently, and rank 0 listens on a new port.
+Config saved_config(Config config) {
+  config.distributed.rank.reset();
+  config.distributed.rendezvous.clear();
+  return config;
+}
+
 void run_train(const TrainArgs& args) {
   // --resume DIR: the run's own resolved config, then any --set on top.
   Config config = args.resume.empty()
                       ? args.config.load()
                       : load_config(resumed_config(args.resume), args.config.overrides);
-  const distributed::Placement place =
-      distributed::resolve_placement(config.distributed, args.name);
+  distributed::Placement place = distributed::resolve_placement(config.distributed, args.name);
+  // A rank > 0 resumes from its own config where it has one (a shared
+  // filesystem also holds rank 0's, which the lines above read).
+  if (!args.resume.empty() && place.rank > 0) {
+    const std::string own = fmt::format("{}/ranks/{}/config.toml", args.resume, place.rank);
+    if (std::filesystem::is_regular_file(own)) {
+      config = load_config(own, args.config.overrides);
+      place = distributed::resolve_placement(config.distributed, args.name);
+    }
+  }
   const bool cluster = place.world_size > 1;
   if (cluster && config.run.name.empty()) {
     throw UsageError(
@@ -139,6 +157,12 @@ void run_train(const TrainArgs& args) {
   const auto claim_run_directory = [&] {
     if (place.rank > 0) {
       const std::string own = fmt::format("{}/ranks/{}", job_dir, place.rank);
+      if (args.resume.empty() && std::filesystem::exists(own + "/config.toml")) {
+        throw UsageError(fmt::format(
+            "{}: rank {} of an earlier run of {} is there; continue the whole group with --resume "
+            "{} on every rank, or choose another run.name",
+            own, place.rank, config.run.name, job_dir));
+      }
       run.emplace(
           own, !args.resume.empty() && std::filesystem::exists(own) ? Mode::kResume : Mode::kNew);
     } else if (!args.resume.empty()) {
@@ -160,16 +184,17 @@ void run_train(const TrainArgs& args) {
     if (place.rank == 0) {
       claim_run_directory();
       dir = run->path();
-      write_file_atomically(dir + "/config.toml", to_toml(config));
+      write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
       add_log_file(dir + "/train.log");
-      token = config.server.token_file.empty() ? read_or_create_token_file(dir + "/token")
-                                               : read_token_file(config.server.token_file);
+      token = cluster                            ? job_token(config, dir, 0)
+              : config.server.token_file.empty() ? read_or_create_token_file(dir + "/token")
+                                                 : read_token_file(config.server.token_file);
     }
     if (cluster) {
       spdlog::info("{}", distributed::describe(place));
       member = join_cluster(
           config, env, place,
-          [&] { return place.rank == 0 ? token : token = rank_token(config, job_dir); },
+          [&] { return place.rank == 0 ? token : token = job_token(config, job_dir, place.rank); },
           [&](const std::string& address) {
             write_file_atomically(dir + "/rendezvous.address", address + "\n");
           });
@@ -177,7 +202,7 @@ void run_train(const TrainArgs& args) {
     if (place.rank > 0) {
       claim_run_directory();
       dir = run->path();
-      write_file_atomically(dir + "/config.toml", to_toml(config));
+      write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
       add_log_file(dir + "/train.log");
     }
     install_stop_handlers();
