@@ -1,44 +1,23 @@
-#include "learner/learner.h"
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstring>
-#include <filesystem>
-#include <optional>
-
-#include "buffer/ring.h"
 #include "buffer/segment_names.h"
-#include "buffer/weight_slab.h"
 #include "core/error.h"
-#include "core/files.h"
 #include "core/fnv.h"
-#include "envs/env.h"
 #include "learner/actor_capacity.h"
-#include "learner/batch_prefetcher.h"
 #include "learner/checkpoint.h"
-#include "learner/data_parallel.h"
-#include "learner/reporting.h"
+#include "learner/learner_loop.h"
 #include "learner/resume.h"
-#include "learner/run_stats.h"
-#include "learner/run_status.h"
-#include "learner/supervisor.h"
-#include "learner/trainer.h"
 #include "model/tensor_runtime.h"
 
 namespace pronghorn::learner {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-Clock::duration as_duration(double seconds) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
+using loop_time::as_duration;
+using loop_time::seconds;
 
 // How soon a periodic checkpoint that failed (a full disk) is tried again.
 constexpr double kCheckpointRetryS = 10;
@@ -60,94 +39,41 @@ void remove_stale_segments() {
 
 }  // namespace
 
-// One learner and its node's actors: setup, then run() until done.
-class Learner::Loop {
- public:
-  Loop(const TrainOptions& o, ControlBoard& board, const std::atomic<bool>& stop)
-      : o_(o),
-        c_(o_.config),
-        board_(board),
-        stop_(stop),
-        T_(c_.actor.unroll_length),
-        K_(c_.env.num_envs),
-        B_(c_.learner.batch_size),
-        spec_(o_.env),
-        rank_(o_.collective ? o_.collective->rank() : 0),
-        id_(rank_ == 0 ? c_.run.name : fmt::format("{}-rank{}", c_.run.name, rank_)),
-        ring_name_(buffer::own_segment_name(buffer::kRingSegment, id_)),
-        slab_name_(buffer::own_segment_name(buffer::kSlabSegment, id_)),
-        ring_(create_ring(c_, ring_name_, spec_)),
-        trainer_(c_, spec_),
-        slab_(buffer::WeightSlab::create(slab_name_, trainer_.model()->parameter_count())),
-        flat_(trainer_.model()->parameter_count()),
-        checkpoints_(o.run_dir + "/checkpoints"),
-        config_digest_(fmt::format("{:016x}", fnv1a(to_toml(c_)))),
-        reporter_(o.run_dir, c_.run.name + " on " + spec_.name),
-        initial_actors_(initial_actor_count(c_.actor)) {
-    if (o.resume && rank_ == 0) resume();
-    if (o_.collective) share_initial_state();
-    trainer_.model()->write_flat(flat_.data());
-    version_ = slab_->publish(flat_.data());
-    publish_status();
-  }
-  ~Loop() { board_.close(); }  // a loop that ended on an error answers what is queued
+Learner::Loop::Loop(const TrainOptions& o, ControlBoard& board, const std::atomic<bool>& stop)
+    : o_(o),
+      c_(o_.config),
+      board_(board),
+      stop_(stop),
+      T_(c_.actor.unroll_length),
+      K_(c_.env.num_envs),
+      B_(c_.learner.batch_size),
+      spec_(o_.env),
+      rank_(o_.collective ? o_.collective->rank() : 0),
+      id_(rank_ == 0 ? c_.run.name : fmt::format("{}-rank{}", c_.run.name, rank_)),
+      ring_name_(buffer::own_segment_name(buffer::kRingSegment, id_)),
+      slab_name_(buffer::own_segment_name(buffer::kSlabSegment, id_)),
+      ring_(create_ring(c_, ring_name_, spec_)),
+      trainer_(c_, spec_),
+      slab_(buffer::WeightSlab::create(slab_name_, trainer_.model()->parameter_count())),
+      flat_(trainer_.model()->parameter_count()),
+      checkpoints_(o.run_dir + "/checkpoints"),
+      config_digest_(fmt::format("{:016x}", fnv1a(to_toml(c_)))),
+      reporter_(o.run_dir, c_.run.name + " on " + spec_.name),
+      initial_actors_(initial_actor_count(c_.actor)) {
+  if (o.resume && rank_ == 0) resume();
+  if (o_.collective) share_initial_state();
+  trainer_.model()->write_flat(flat_.data());
+  version_ = slab_->publish(flat_.data());
+  publish_status();
+}
 
-  TrainResult run();
-
- private:
-  static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,
-                                                   const EnvSpec& spec) {
-    remove_stale_segments();
-    return buffer::Ring::create(
-        name, buffer::unroll_spec_for(spec, c.actor.unroll_length, c.env.num_envs),
-        static_cast<uint32_t>(c.learner.ring_slots));
-  }
-  void start_actors();
-  void resume();
-  void share_initial_state();
-  ClusterStep learn_together(std::optional<PreparedBatch>& prepared);
-  std::string checkpoint();
-  void handle(ControlBoard::Pending& pending);
-  v1::Status status() const;
-  void publish_status() { board_.publish(status()); }
-  void learn(PreparedBatch& prepared);
-  void report(Clock::time_point now);
-  double elapsed() const { return seconds(Clock::now() - start_); }
-
-  const TrainOptions o_;  // a copy: the caller's may be a temporary
-  const Config& c_;
-  ControlBoard& board_;
-  const std::atomic<bool>& stop_;
-  const int64_t T_, K_, B_;
-  const EnvSpec spec_;
-  const int rank_;
-  const std::string id_, ring_name_, slab_name_;  // shared memory of this learner
-  std::unique_ptr<buffer::Ring> ring_;
-  Trainer trainer_;
-  std::unique_ptr<buffer::WeightSlab> slab_;
-  std::optional<DataParallel> parallel_;  // with several learners
-  std::vector<float> flat_;               // the model's parameters, as published
-  const std::string checkpoints_;
-  const std::string run_dir_absolute_ = std::filesystem::absolute(o_.run_dir).string();
-  const std::string config_digest_;
-  uint64_t version_ = 0;
-  RunStats stats_;
-  Reporter reporter_;
-  const int initial_actors_;  // checked against the node's capacity before the job starts
-  const Clock::time_point start_ = Clock::now();
-  // Destroyed in reverse: the prefetcher, then the actors.
-  std::optional<Supervisor> supervisor_;
-  std::optional<BatchPrefetcher> prefetcher_;
-  bool stop_requested_ = false, checkpoint_at_stop_ = true;
-  double cluster_return_ = 0;  // several learners: the return that reached the target
-  std::vector<v1::RankStatus> rank_rows_;
-  bool enter_at_once_ =
-      false;  // several learners: see run()  // rank 0 of several: every rank's last row
-  std::vector<ControlAnswer> stop_replies_;  // answered once stopped
-  Clock::time_point last_report_;
-  uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts
-  uint64_t local_steps_at_report_ = 0;
-};
+std::unique_ptr<buffer::Ring> Learner::Loop::create_ring(const Config& c, const std::string& name,
+                                                         const EnvSpec& spec) {
+  remove_stale_segments();
+  return buffer::Ring::create(name,
+                              buffer::unroll_spec_for(spec, c.actor.unroll_length, c.env.num_envs),
+                              static_cast<uint32_t>(c.learner.ring_slots));
+}
 
 void Learner::Loop::start_actors() {
   const int actors = initial_actors_;
@@ -171,76 +97,6 @@ void Learner::Loop::resume() {
   slab_->set_version(r.policy_version);
   spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", r.path,
                r.env_steps, r.learner_steps, r.policy_version);
-}
-
-// Rank 0's weights, optimizer state and counters (fresh or resumed) on every rank.
-void Learner::Loop::share_initial_state() {
-  // The all-reduce counts samples in floats, exact below 2^24; every rank has
-  // the same config, so every rank refuses here together.
-  const double step_samples = static_cast<double>(T_ * K_ * B_) * o_.collective->world_size();
-  if (step_samples >= (1 << 24)) {
-    throw UsageError(fmt::format(
-        "actor.unroll_length × env.num_envs × learner.batch_size × world size = {:.0f} samples "
-        "a step; several learners count at most 2^24 (16777216)",
-        step_samples));
-  }
-  parallel_.emplace(*o_.collective, trainer_, c_.loss.reduction == LossConfig::Reduction::kMean);
-  SharedCounters counters{stats_.env_steps, stats_.learner_steps, stats_.episodes,
-                          slab_->version()};
-  parallel_->share_initial_state(counters);
-  stats_.env_steps = counters.env_steps;
-  stats_.learner_steps = counters.learner_steps;
-  stats_.episodes = counters.episodes;
-  slab_->set_version(counters.policy_version);
-  spdlog::info("rank {} of {}: starting from rank 0's state ({} env steps, policy version {})",
-               rank_, parallel_->world_size(), counters.env_steps, counters.policy_version);
-}
-
-// One step of every rank together (data_parallel.h): this rank's gradients
-// (none without a batch), the all-reduce, and the same optimizer step
-// everywhere. Counters advance by the cluster's samples.
-ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared) {
-  StepStats step;
-  uint64_t samples = 0;
-  if (prepared) {
-    stats_.stage_time.learner_batch_s += prepared->batch_s;
-    step = trainer_.backward(prepared->batch);
-    samples = static_cast<uint64_t>(T_ * K_ * B_);
-  }
-  const bool target_here = c_.run.target_return != 0 && stats_.has_full_window() &&
-                           stats_.return_mean() >= c_.run.target_return;
-  const auto reduce_start = Clock::now();
-  RankRow row{.sps = stats_.local_sps,
-              .allreduce_s = stats_.last_allreduce_s,
-              .local_env_steps = stats_.local_env_steps,
-              .actors_alive = static_cast<uint32_t>(supervisor_->alive()),
-              .actors_desired = static_cast<uint32_t>(supervisor_->desired()),
-              .ring_occupancy = static_cast<uint32_t>(ring_->counters().ready),
-              .control_port = static_cast<uint32_t>(board_.control_port())};
-  ClusterStep cluster =
-      parallel_->reduce(samples, std::isfinite(step.total), stop_.load() || stop_requested_,
-                        target_here, target_here ? stats_.return_mean() : 0.0, row);
-  if (rank_ == 0) rank_rows_ = make_rank_rows(cluster.rows, o_.rank_nodes, o_.rank_hosts);
-  stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);
-  stats_.last_allreduce_s = seconds(Clock::now() - reduce_start);
-  if (cluster.samples == 0) return cluster;  // nobody had a batch: no step anywhere
-  trainer_.apply(step, static_cast<double>(stats_.env_steps) / c_.run.total_steps);
-  const auto publish_start = Clock::now();
-  trainer_.model()->write_flat(flat_.data());
-  version_ = slab_->publish(flat_.data());
-  prefetcher_->set_version(version_);
-  stats_.stage_time.learner_publish_s += seconds(Clock::now() - publish_start);
-  stats_.add(prepared ? prepared->batch : Batch{}, step, prepared ? prepared->unrolls : 0,
-             cluster.samples);
-  stats_.local_env_steps += samples;
-  const int64_t interval = c_.distributed.check_interval_steps;
-  if (interval > 0 && stats_.learner_steps % static_cast<uint64_t>(interval) == 0 &&
-      parallel_->check_replicas(stats_.learner_steps)) {
-    trainer_.model()->write_flat(flat_.data());  // repaired: actors act with rank 0's weights
-    version_ = slab_->publish(flat_.data());
-    prefetcher_->set_version(version_);
-  }
-  return cluster;
 }
 
 std::string Learner::Loop::checkpoint() {

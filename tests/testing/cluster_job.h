@@ -1,8 +1,8 @@
 // Helpers for tests that run several `pronghorn train` ranks of one job as
 // real processes on this machine: each rank's stdout and stderr in files, its
 // own environment, reaped with a deadline and killed on every exit path; the
-// lines a rank leaves in its train.log. Link pronghorn_testing_netns (for
-// wait_exit_within).
+// lines a rank leaves in its train.log and the checkpoints of its run. Link
+// pronghorn_testing_netns (for wait_exit_within).
 #pragma once
 
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/testing/job.h"
@@ -253,6 +255,65 @@ inline bool process_gone(pid_t pid) {
   std::getline(in, stat);
   const size_t paren = stat.rfind(')');
   return paren == std::string::npos || stat.substr(paren + 2, 1) == "Z";
+}
+
+// A prefix for this test's run names and files.
+inline std::string test_tag() {
+  return "ct" + std::to_string(getpid()) + "-" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+inline std::string status_text(const std::optional<int>& status) {
+  return status ? std::to_string(*status) : std::string("still running");
+}
+
+// Every rank's exit status, waiting for all within `timeout` from now.
+inline std::vector<std::optional<int>> wait_all(std::vector<RankProcess>& ranks,
+                                                std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::optional<int>> statuses;
+  for (RankProcess& rank : ranks) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    statuses.push_back(rank.wait(std::max(left, std::chrono::milliseconds(1))));
+  }
+  return statuses;
+}
+
+// Whether every process in `pids` is gone within `timeout`.
+inline bool all_gone(const std::vector<pid_t>& pids,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  return wait_for(
+      [&] {
+        return std::all_of(pids.begin(), pids.end(), [](pid_t p) { return process_gone(p); });
+      },
+      timeout);
+}
+
+inline std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += n + " ";
+  return out;
+}
+
+// The newest checkpoint file of `run` and the env steps its name carries
+// (checkpoints/env-steps-<20 digits>.ckpt); nothing when there is none.
+inline std::optional<std::pair<std::string, uint64_t>> newest_checkpoint(const std::string& run) {
+  static const std::regex kName(R"(env-steps-(\d{20})\.ckpt)");
+  std::optional<std::pair<std::string, uint64_t>> newest;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints", ec)) {
+    const std::string file = e.path().filename();
+    std::smatch m;
+    if (!std::regex_match(file, m, kName)) continue;
+    const uint64_t steps = std::stoull(m[1]);
+    if (!newest || steps > newest->second) newest = {e.path(), steps};
+  }
+  return newest;
 }
 
 }  // namespace pronghorn::testing
