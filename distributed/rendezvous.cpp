@@ -318,14 +318,45 @@ Rendezvous::~Rendezvous() {
 
 // On a connection of its own, in a thread of its own, bounded: the store may
 // be the thing that was lost.
+namespace {
+
+// A failure report as stored: "<exit code>\t<line>".
+std::optional<PeerFailure> parse_failure(int rank, const std::string& stored) {
+  const size_t tab = stored.find('\t');
+  if (tab == std::string::npos) return std::nullopt;
+  try {
+    return PeerFailure{rank, std::stoi(stored.substr(0, tab)), stored.substr(tab + 1)};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::string Rendezvous::lost_peers() {
-  auto answer = std::make_shared<std::promise<std::string>>();
-  std::future<std::string> named = answer->get_future();
+  struct Finding {
+    std::string names;
+    std::optional<PeerFailure> failure;
+  };
+  auto answer = std::make_shared<std::promise<Finding>>();
+  std::future<Finding> found = answer->get_future();
   std::thread([o = connection_only(o_), incarnation = incarnation_, answer] {
-    std::string result;
+    Finding f;
     try {
       auto store = connect(o, false, 1s);
       c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation, store);
+      // A rank that left on an error of its own said so (report_failure).
+      for (int r = 0; r < o.world_size && !f.failure; ++r) {
+        const std::string key = fmt::format("failed/{}", r);
+        if (r == o.rank || !job.check({key})) continue;
+        f.failure = parse_failure(r, text(job.get(key)));
+        job.set(fmt::format("read/failed/{}/{}", r, o.rank), bytes("1"));
+      }
+      if (f.failure) {
+        f.names = fmt::format("rank {}, which failed: {}", f.failure->rank, f.failure->line);
+        answer->set_value(f);
+        return;
+      }
       std::vector<int64_t> before(o.world_size);
       for (int r = 0; r < o.world_size; ++r) before[r] = job.add(fmt::format("beat/{}", r), 0);
       std::this_thread::sleep_for(2000ms);  // two beats
@@ -333,20 +364,54 @@ std::string Rendezvous::lost_peers() {
       for (int r = 0; r < o.world_size; ++r) {
         if (r != o.rank && job.add(fmt::format("beat/{}", r), 0) == before[r]) quiet.push_back(r);
       }
-      result = quiet.empty()
-                   ? "a peer"
-                   : fmt::format("rank{} {}", quiet.size() > 1 ? "s" : "", fmt::join(quiet, ", "));
+      f.names = quiet.empty()
+                    ? "a peer"
+                    : fmt::format("rank{} {}", quiet.size() > 1 ? "s" : "", fmt::join(quiet, ", "));
     } catch (const std::exception&) {
-      result = o.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
+      f.names = o.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
     }
-    answer->set_value(result);
+    answer->set_value(f);
   }).detach();
   // Bounded: a stopped rank 0's kernel still accepts connections, and 1.13's
   // TCPStore reads on them without a timeout.
-  if (named.wait_for(3500ms) != std::future_status::ready) {
+  if (found.wait_for(3500ms) != std::future_status::ready) {
     return o_.rank == 0 ? "a peer" : "rank 0 (its rendezvous store does not answer)";
   }
-  return named.get();
+  Finding f = found.get();
+  if (f.failure) peer_failure_ = f.failure;
+  return f.names;
+}
+
+// Bounded like lost_peers(), on a connection of its own.
+void Rendezvous::report_failure(int exit_code, const std::string& line) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> written = done->get_future();
+  std::thread([o = connection_only(o_), incarnation = incarnation_, done, exit_code, line] {
+    try {
+      auto store = connect(o, false, 1s);
+      c10d::PrefixStore job("pronghorn/" + o.run_name + "/" + incarnation, store);
+      job.set(fmt::format("failed/{}", o.rank), bytes(fmt::format("{}\t{}", exit_code, line)));
+    } catch (const std::exception&) {
+      // The store is gone: the others will say they lost this rank.
+    }
+    done->set_value();
+  }).detach();
+  written.wait_for(1500ms);
+}
+
+void Rendezvous::wait_failure_read() {
+  if (o_.rank != 0) return;
+  const auto deadline = Clock::now() + 5s;
+  try {
+    for (int r = 1; r < o_.world_size; ++r) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) break;
+      job_->wait({fmt::format("read/failed/0/{}", r)}, left);
+    }
+  } catch (const std::exception&) {
+    // A rank that never reads it ends on its own deadline, naming rank 0.
+  }
 }
 
 }  // namespace pronghorn::distributed

@@ -26,6 +26,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
@@ -55,6 +56,13 @@ struct RendezvousOptions {
 // fixed order, e.g. ("model.hidden", "[64, 64]"), ("unroll spec", "9f3c…").
 using Facts = std::vector<std::pair<std::string, std::string>>;
 
+// A rank that left on an error a retry will not fix, as it reported it.
+struct PeerFailure {
+  int rank = 0;
+  int exit_code = 1;
+  std::string line;
+};
+
 class Rendezvous : public KeyValueStore {
  public:
   // Connects (rank 0 first starts the store) and completes the handshake.
@@ -83,9 +91,21 @@ class Rendezvous : public KeyValueStore {
   // The store under this job's prefix and `sub` (c10d process groups take one).
   c10::intrusive_ptr<c10d::Store> prefixed(const std::string& sub) const;
 
-  // After a failed collective: "rank 1", "ranks 1, 2", or "rank 0 (the
-  // store is unreachable)"; "a peer" when nobody looks quiet.
+  // After a failed collective: "rank 1", "ranks 1, 2", "rank 0 (its
+  // rendezvous store does not answer)", "rank 1, which failed: <its line>"
+  // (see report_failure; then peer_failure() has it), or "a peer" when
+  // nobody looks quiet. At most 3.5 s.
   std::string lost_peers();
+
+  // This rank leaves on an error a retry will not fix (exit 1 or 2): says so
+  // in the store (at most 1.5 s), so that the others end with its reason and
+  // code instead of a lost peer's 75. They look once their collective fails:
+  // close this rank's side, then (rank 0, whose store leaves with it)
+  // wait_failure_read(), at most 5 s.
+  void report_failure(int exit_code, const std::string& line);
+  void wait_failure_read();
+  // What lost_peers() found another rank reported, if anything.
+  const std::optional<PeerFailure>& peer_failure() const { return peer_failure_; }
 
  private:
   void handshake();
@@ -98,6 +118,7 @@ class Rendezvous : public KeyValueStore {
   c10::intrusive_ptr<c10d::Store> job_;   // pronghorn/<run>/<incarnation>/
   std::string incarnation_;
   std::string token_;
+  std::optional<PeerFailure> peer_failure_;
   struct Heartbeat {
     std::atomic<bool> stop{false};
     std::promise<void> done;

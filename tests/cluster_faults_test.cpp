@@ -179,6 +179,40 @@ TEST(ClusterTest, ConfigMismatchStopsBothRanksWith2NamingTheKey) {
   EXPECT_FALSE(std::filesystem::exists(job.rank_dir(1))) << "rank 1 kept a run directory";
 }
 
+// A rank that fails on its own (exit 2 here: restarted without --resume
+// beside an earlier run's ranks/1) ends the others with its reason and code,
+// not a lost peer's 75, which a scheduler would retry forever.
+TEST(ClusterTest, ARankThatFailsOnItsOwnEndsTheOthersWithItsReasonNotWith75) {
+  Cluster job(2, {"run.target_return=0", "run.total_steps=50000"});
+  {
+    std::vector<RankProcess> first = job.start_all();
+    ASSERT_EQ(first.size(), 2u) << first[0].output();
+    const auto statuses = wait_all(first, 60s);
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(statuses[r], std::optional<int>(0)) << first[r].output();
+  }
+  std::filesystem::remove(job.run() + "/rendezvous.address");
+  std::vector<RankProcess> ranks;
+  ranks.push_back(job.start(0, "127.0.0.1:0", {"--resume", job.run()}, {}, "-again"));
+  const std::string address = job.rendezvous_address();
+  ASSERT_FALSE(address.empty()) << ranks[0].output();
+  const auto start = Clock::now();
+  ranks.push_back(job.start(1, address, {}, {}, "-again"));
+  const auto statuses = wait_all(ranks, 20s);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r], std::optional<int>(2))
+        << "rank " << r << " exit " << status_text(statuses[r]) << "\n"
+        << ranks[r].output();
+  }
+  EXPECT_EQ(ranks[0].last_error_line().rfind("pronghorn: rank 1 failed: ", 0), 0u)
+      << ranks[0].output();
+  EXPECT_NE(ranks[0].last_error_line().find("continue the whole group with --resume"),
+            std::string::npos)
+      << ranks[0].output();
+  std::cout << "[ cluster  ] rank 0 ended with rank 1's reason " << seconds_since(start)
+            << " s after rank 1 started\n";
+  EXPECT_TRUE(leftover_segments(job.name).empty()) << joined(leftover_segments(job.name));
+}
+
 TEST(ClusterTest, WrongTokenStopsBothRanksWith2NamingTheToken) {
   Cluster job(2, {"run.target_return=0", "run.total_steps=100000"});
   const std::string elsewhere = job.parent + "/elsewhere";  // rank 1's own "machine"

@@ -178,8 +178,8 @@ void run_train(const TrainArgs& args) {
   bool started = false;
   learner::TrainResult r;
   std::string dir;
+  ClusterMember member;  // outlives the try: a rank that fails reports through it
   try {
-    ClusterMember member;
     std::string token;
     if (place.rank == 0) {
       claim_run_directory();
@@ -213,8 +213,23 @@ void run_train(const TrainArgs& args) {
     control::ControlPlane control(config.server, dir, board, token);
     started = true;
     r = learner.run();
-  } catch (...) {
+  } catch (const distributed::PeerLost&) {
     if (!started && run) run->remove_if_new();  // nothing of a job that never ran is kept
+    // The rank was lost because it failed on its own: end with its reason and code.
+    if (const auto& failed = member.rendezvous->peer_failure()) {
+      const std::string line = fmt::format("rank {} failed: {}", failed->rank, failed->line);
+      if (failed->exit_code == kExitUsage) throw UsageError(line);
+      throw Error(line);
+    }
+    throw;
+  } catch (const std::exception& e) {
+    if (!started && run) run->remove_if_new();
+    if (member.rendezvous && dynamic_cast<const TransientError*>(&e) == nullptr) {
+      const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
+      member.rendezvous->report_failure(usage ? kExitUsage : kExitFailure, e.what());
+      member.collective.reset();  // the others' next call fails; they find the report
+      member.rendezvous->wait_failure_read();
+    }
     throw;
   }
   if (r.reached_target) {

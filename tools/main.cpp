@@ -32,6 +32,18 @@ void reject_leftovers(const CLI::App& app) {
                               pronghorn::did_you_mean(first, names) + "; run with --help");
 }
 
+// The one line of an error, then exit at once. Unwinding has already cleaned
+// up what this process owns (actors, shared memory, run directory); what may
+// be left is a lost peer's Gloo threads, which LibTorch 1.13 cannot abort and
+// whose destructors join: static destructors must not wait on them.
+[[noreturn]] void leave(const std::exception& e, int code) {
+  std::cerr << "pronghorn: " << e.what() << "\n";
+  std::cout.flush();
+  std::cerr.flush();
+  spdlog::default_logger()->flush();
+  std::_Exit(code);
+}
+
 }  // namespace
 
 // Only a broken invariant escapes (CLI11 wiring, a non-std exception): terminate, with the message.
@@ -82,18 +94,11 @@ int main(int argc, char** argv) {
     std::cerr << "pronghorn: " << e.what() << "; run with --help\n";
     return pronghorn::kExitUsage;
   } catch (const pronghorn::UsageError& e) {
-    std::cerr << "pronghorn: " << e.what() << "\n";
-    return pronghorn::kExitUsage;
+    leave(e, pronghorn::kExitUsage);
   } catch (const pronghorn::TransientError& e) {
-    // A lost peer: what waited on it may still wait (LibTorch's Gloo cannot
-    // abort, and its destructors join): leave now, cleanup done, deadline kept.
-    std::cerr << "pronghorn: " << e.what() << "\n";
-    std::cerr.flush();
-    spdlog::default_logger()->flush();
-    std::_Exit(pronghorn::kExitTransient);
+    leave(e, pronghorn::kExitTransient);
   } catch (const std::exception& e) {
-    std::cerr << "pronghorn: " << e.what() << "\n";
-    return pronghorn::kExitFailure;
+    leave(e, pronghorn::kExitFailure);
   }
   return 0;
 }
