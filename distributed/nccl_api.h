@@ -98,4 +98,10 @@ class NcclApi {
 // in a build with CUDA (PRONGHORN_WITH_CUDA).
 std::unique_ptr<NcclApi> make_cuda_nccl_api();
 
+// Makes GPU `local_rank` mod the device count current for this process, so
+// that ranks sharing a node take a GPU each (NCCL refuses two ranks on one
+// device) and LibTorch's "cuda" means the same one. Returns its index.
+// Defined only in a build with CUDA.
+int use_local_gpu(int local_rank);
+
 }  // namespace pronghorn::distributed

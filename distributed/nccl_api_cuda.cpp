@@ -130,4 +130,17 @@ class CudaNcclApi final : public NcclApi {
 
 std::unique_ptr<NcclApi> make_cuda_nccl_api() { return std::make_unique<CudaNcclApi>(); }
 
+int use_local_gpu(int local_rank) {
+  int devices = 0;
+  cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status == cudaSuccess && devices == 0) status = cudaErrorNoDevice;
+  const int device = status == cudaSuccess ? local_rank % devices : 0;
+  if (status == cudaSuccess) status = cudaSetDevice(device);
+  if (status != cudaSuccess) {
+    throw UsageError(concat("distributed.backend = \"nccl\": cannot use GPU ", device,
+                            " for local rank ", local_rank, " (", cudaGetErrorString(status), ")"));
+  }
+  return device;
+}
+
 }  // namespace pronghorn::distributed

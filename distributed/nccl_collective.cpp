@@ -40,8 +40,13 @@ std::string seconds_text(std::chrono::milliseconds duration) {
 }  // namespace
 
 NcclCollective::NcclCollective(std::unique_ptr<NcclApi> api, int rank, int world_size,
-                               KeyValueStore& store, std::chrono::milliseconds timeout)
-    : api_(std::move(api)), rank_(rank), world_size_(world_size), timeout_(timeout) {
+                               KeyValueStore& store, std::chrono::milliseconds timeout,
+                               std::function<std::string()> lost_peers)
+    : api_(std::move(api)),
+      rank_(rank),
+      world_size_(world_size),
+      timeout_(timeout),
+      lost_peers_(std::move(lost_peers)) {
   PRONGHORN_CHECK(api_ != nullptr, "NcclCollective: no NcclApi given");
   PRONGHORN_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "NcclCollective: rank ", rank,
                   " is not in a world of ", world_size);
@@ -186,6 +191,7 @@ void NcclCollective::fail_locked(const std::string& cause) {
   } else {
     aborted_ = true;  // init never handed back a communicator: nothing to abort
   }
+  if (lost_peers_) throw PeerLost(concat(cause, "; lost: ", lost_peers_()));
   throw PeerLost(cause);
 }
 
@@ -200,11 +206,13 @@ void NcclCollective::abort_locked() {
 }
 
 std::unique_ptr<Collective> make_nccl_collective(int rank, int world_size, KeyValueStore& store,
-                                                 std::chrono::milliseconds timeout) {
+                                                 std::chrono::milliseconds timeout,
+                                                 std::function<std::string()> lost_peers) {
 #ifdef PRONGHORN_WITH_CUDA
-  return std::make_unique<NcclCollective>(make_cuda_nccl_api(), rank, world_size, store, timeout);
+  return std::make_unique<NcclCollective>(make_cuda_nccl_api(), rank, world_size, store, timeout,
+                                          std::move(lost_peers));
 #else
-  (void)rank, (void)world_size, (void)store, (void)timeout;
+  (void)rank, (void)world_size, (void)store, (void)timeout, (void)lost_peers;
   throw UsageError(
       "distributed.backend = \"nccl\": this build has no CUDA (nvcc was not found when it was "
       "configured, or PRONGHORN_CUDA=OFF); use \"gloo\" or \"auto\"");

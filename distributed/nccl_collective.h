@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -43,8 +44,11 @@ class NcclCollective final : public Collective {
   // Exchanges the unique id through `store` (used only here) and brings the
   // communicator up. Throws PeerLost when the id does not arrive, the init
   // fails or does not complete within `timeout`; Error on a malformed id.
+  // `lost_peers`, when given, names the rank lost after a failure
+  // (Rendezvous::lost_peers), as the Gloo collective does.
   NcclCollective(std::unique_ptr<NcclApi> api, int rank, int world_size, KeyValueStore& store,
-                 std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout,
+                 std::function<std::string()> lost_peers = nullptr);
   // Ends a healthy communicator in order (finalize, within `timeout`, else
   // abort); an aborted one is already gone.
   ~NcclCollective() override;
@@ -89,6 +93,7 @@ class NcclCollective final : public Collective {
   const int rank_;
   const int world_size_;
   const std::chrono::milliseconds timeout_;
+  const std::function<std::string()> lost_peers_;
   // Guards comm_ against abort() from another thread while a call polls it.
   std::mutex mutex_;
   NcclCommHandle comm_ = nullptr;
@@ -101,6 +106,7 @@ class NcclCollective final : public Collective {
 // current device. Throws UsageError naming why where it cannot be had: the
 // build has no CUDA, or no CUDA device is usable.
 std::unique_ptr<Collective> make_nccl_collective(int rank, int world_size, KeyValueStore& store,
-                                                 std::chrono::milliseconds timeout);
+                                                 std::chrono::milliseconds timeout,
+                                                 std::function<std::string()> lost_peers = nullptr);
 
 }  // namespace pronghorn::distributed

@@ -209,6 +209,22 @@ TEST(NcclCollectiveTest, AsyncErrorIsAbortedAndNamedAtOnce) {
   EXPECT_EQ(fake->aborts, 1);
 }
 
+// As with Gloo, the line names the rank that was lost (Rendezvous::lost_peers).
+TEST(NcclCollectiveTest, AFailureNamesTheLostRank) {
+  InMemoryStore store;
+  auto fake = make_fake();
+  fake->op_polls = FakeNccl::kNever;
+  fake->async_error = "remote process exited (ncclRemoteError)";
+  fake->async_error_after_polls = 1;
+  NcclCollective collective(std::make_unique<FakeNcclApi>(fake), 0, 1, store, 5s,
+                            [] { return std::string("rank 3"); });
+  std::vector<float> data(2);
+  Thrown thrown = peer_lost_of([&] { collective.all_reduce_sum(std::span<float>(data)); });
+  EXPECT_NE(thrown.message.find("failed: remote process exited (ncclRemoteError); lost: rank 3"),
+            std::string::npos)
+      << thrown.message;
+}
+
 TEST(NcclCollectiveTest, LaunchErrorIsAbortedAndNamedAtOnce) {
   InMemoryStore store;
   auto fake = make_fake();

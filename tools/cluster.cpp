@@ -5,11 +5,14 @@
 #include <toml++/toml.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "buffer/unroll_spec.h"
 #include "core/error.h"
 #include "distributed/gloo_collective.h"
+#include "distributed/nccl_api.h"
 #include "distributed/nccl_collective.h"
 #include "distributed/route.h"
 #include "model/policy.h"
@@ -93,6 +96,21 @@ std::string control_host(const std::string& server_address, const std::string& b
   return host;
 }
 
+// This rank's index among the ranks of its node, as launchers set it
+// (torchrun, Slurm, Open MPI); 0 where none does.
+int local_rank() {
+  for (const char* name : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == 0) continue;
+    try {
+      return std::max(0, std::stoi(value));
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("{}={}: not a local rank", name, value));
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 distributed::Facts job_facts(const Config& config, const EnvSpec& env, int world_size,
@@ -152,8 +170,14 @@ ClusterMember join_cluster(const Config& config, const EnvSpec& env,
     m.hosts[r] = m.rendezvous->read(r, "host");
   }
   if (backend == "nccl") {
-    m.collective = distributed::make_nccl_collective(placement.rank, placement.world_size,
-                                                     *m.rendezvous, o.timeout);
+#ifdef PRONGHORN_WITH_CUDA
+    // Before the learner's model is made: "cuda" then means this rank's GPU.
+    const int gpu = distributed::use_local_gpu(local_rank());
+    spdlog::info("collective: NCCL on GPU {}", gpu);
+#endif
+    distributed::Rendezvous* r = m.rendezvous.get();
+    m.collective = distributed::make_nccl_collective(placement.rank, placement.world_size, *r,
+                                                     o.timeout, [r] { return r->lost_peers(); });
   } else {
     distributed::Rendezvous* r = m.rendezvous.get();
     m.collective = std::make_unique<distributed::GlooCollective>(
