@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -217,8 +218,8 @@ TEST(ClusterTest, RankZeroShowsEveryRankAndScalesOneNode) {
   ASSERT_TRUE(wait_for(
       [&] {
         table = shell(cli + "status" + at).second;
-        return table.find("total") != std::string::npos &&
-               table.find("127.0.0.1:") != std::string::npos;
+        // Rank 1's row, with the control address scale needs.
+        return std::regex_search(table, std::regex("\n +1 +node-x .*127\\.0\\.0\\.1:[0-9]+"));
       },
       30s))
       << table;
