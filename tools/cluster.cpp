@@ -66,7 +66,7 @@ bool is_loopback_ip(const std::string& ip) { return ip.starts_with("127.") || ip
 // default route's source address, or a refusal naming the key to set.
 std::string bind_address(const DistributedConfig& d, const distributed::Placement& p) {
   if (!d.interface.empty()) return distributed::address_of_interface(d.interface);
-  const std::string toward = distributed::local_address_toward(p.host, p.port);
+  std::string toward = distributed::local_address_toward(p.host, p.port);
   if (!is_loopback_ip(toward) || is_loopback_address(fmt::format("{}:{}", p.host, p.port))) {
     return toward;  // a real route, or a job that is all on this machine by its own choice
   }
