@@ -14,7 +14,8 @@ namespace pronghorn::learner {
 namespace {
 
 // The tail of the all-reduce buffer, after the gradients.
-constexpr int64_t kSamples = 0, kStopVotes = 1, kTargetVotes = 2, kTargetReturns = 3, kTail = 4;
+constexpr int64_t kSamples = 0, kStopVotes = 1, kStopNowVotes = 2, kTargetVotes = 3,
+                  kTargetReturns = 4, kTail = 5;
 
 std::span<std::byte> bytes_of(void* data, size_t n) { return {static_cast<std::byte*>(data), n}; }
 
@@ -66,8 +67,8 @@ DataParallel::DataParallel(distributed::Collective& collective, Trainer& trainer
                        torch::TensorOptions().dtype(at::kFloat).device(device));
 }
 
-ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target,
-                                 double target_return, const RankRow& row) {
+ClusterStep DataParallel::reduce(const LocalStep& mine) {
+  const uint64_t samples = mine.samples;
   PRONGHORN_ASSERT(static_cast<double>(samples) * world_size() < kMaxExactSamples,
                    "checked at start (learner.cpp): a step's samples over every rank < 2^24");
   at::NoGradGuard no_grad;
@@ -77,7 +78,7 @@ ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool 
     at::Tensor slot = flat_.slice(0, offset, offset + p.numel());
     if (samples == 0 || !p.grad().defined()) {
       slot.zero_();
-    } else if (!local_loss_finite) {
+    } else if (!mine.loss_finite) {
       slot.fill_(std::numeric_limits<float>::quiet_NaN());
     } else {
       slot.copy_(p.grad().flatten()).mul_(weight);
@@ -85,10 +86,12 @@ ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool 
     offset += p.numel();
   }
   at::Tensor tail = flat_.slice(0, count_, count_ + kTail);
-  tail.copy_(torch::tensor({static_cast<float>(samples), stop ? 1.0f : 0.0f, target ? 1.0f : 0.0f,
-                            target ? static_cast<float>(target_return) : 0.0f}));
+  const auto vote = [](bool yes) { return yes ? 1.0f : 0.0f; };
+  tail.copy_(torch::tensor({static_cast<float>(samples), vote(mine.stop), vote(mine.stop_now),
+                            vote(mine.target),
+                            mine.target ? static_cast<float>(mine.target_return) : 0.0f}));
   std::vector<float> rows(static_cast<size_t>(kRowFloats * world_size()), 0.0f);
-  write_row(row, rows.data() + kRowFloats * rank());
+  write_row(mine.row, rows.data() + kRowFloats * rank());
   at::Tensor row_block = flat_.slice(0, count_ + kTail);
   row_block.copy_(torch::from_blob(rows.data(), {static_cast<int64_t>(rows.size())}));
   if (flat_.is_cuda()) torch::cuda::synchronize();  // NCCL runs on a stream of its own
@@ -101,6 +104,7 @@ ClusterStep DataParallel::reduce(uint64_t samples, bool local_loss_finite, bool 
   }
   step.samples = static_cast<uint64_t>(std::llround(totals[kSamples].item<double>()));
   step.stop = totals[kStopVotes].item<float>() > 0;
+  step.stop_now = totals[kStopNowVotes].item<float>() > 0;
   const float target_votes = totals[kTargetVotes].item<float>();
   step.target = target_votes > 0;
   if (step.target) step.target_return = totals[kTargetReturns].item<double>() / target_votes;

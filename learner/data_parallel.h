@@ -5,7 +5,7 @@
 //
 // The step's one collective call carries, after the flat gradients, each
 // rank's sample count n, its votes and its status row:
-// [g·n, n, stop, target, its return, rows of every rank]. Divided by the
+// [g·n, n, stop, stop now, target, its return, rows of every rank]. Divided by the
 // total n, the gradient is the one of the concatenated batch (loss.reduction
 // = "mean"; with "sum" the gradients add). A rank with no batch within
 // distributed.batch_wait_ms enters with n = 0, so slow actors on one node hold
@@ -40,10 +40,22 @@ struct RankRow {
   uint32_t actors_alive = 0, actors_desired = 0, ring_occupancy = 0, control_port = 0;
 };
 
+// What one rank brings to a step.
+struct LocalStep {
+  uint64_t samples = 0;  // 0: no batch this step
+  bool loss_finite = true;
+  bool stop = false;         // asked to stop (Ctrl-C, SIGTERM, pronghorn stop)
+  bool stop_now = false;     // and without a checkpoint (pronghorn stop --now)
+  bool target = false;       // its episodes reached run.target_return
+  double target_return = 0;  // then: its mean return
+  RankRow row;               // for rank 0's status
+};
+
 // What the ranks decided together in one step.
 struct ClusterStep {
   uint64_t samples = 0;       // over every rank; 0: nobody had a batch, nothing applied
   bool stop = false;          // some rank was asked to stop
+  bool stop_now = false;      // and one without a checkpoint: rank 0 writes none
   bool target = false;        // some rank's episodes reached run.target_return
   double target_return = 0;   // then: the mean return of the ranks that reached it
   std::vector<RankRow> rows;  // every rank's, by rank
@@ -64,9 +76,7 @@ class DataParallel {
   // 0: this rank had no batch) and the votes over every rank, leaving the
   // cluster's gradient in the parameters' .grad. A non-finite local loss
   // poisons the sum, so that every rank's apply() refuses the step together.
-  // `target_return`: this rank's mean return when `target`.
-  ClusterStep reduce(uint64_t samples, bool local_loss_finite, bool stop, bool target,
-                     double target_return, const RankRow& row = {});
+  ClusterStep reduce(const LocalStep& mine);
 
   // FNV-1a 64 of this rank's parameters: equal on every rank between steps.
   uint64_t parameter_checksum();

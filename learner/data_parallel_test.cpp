@@ -214,18 +214,28 @@ TEST(DataParallelTest, OneRanksStopAndTargetVotesReachEveryRank) {
   // Rank 1 is asked to stop; ranks 0 and 2 reached the target with mean
   // returns 100 and 250, rank 1 did not (its return is not counted).
   job.on_every_rank([&](int r) {
-    steps[r] = job.parallel[r]->reduce(0, true, r == 1, r != 1, r == 0 ? 100.0 : 250.0);
+    LocalStep mine;
+    mine.stop = mine.stop_now = r == 1;
+    mine.target = r != 1;
+    mine.target_return = r == 0 ? 100.0 : 250.0;
+    steps[r] = job.parallel[r]->reduce(mine);
   });
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(steps[r].samples, 0u) << "rank " << r;
     EXPECT_TRUE(steps[r].stop) << "rank " << r;
+    EXPECT_TRUE(steps[r].stop_now) << "rank " << r;
     EXPECT_TRUE(steps[r].target) << "rank " << r;
     EXPECT_DOUBLE_EQ(steps[r].target_return, 175.0) << "rank " << r;
   }
   // Nobody votes: no stop, no target.
-  job.on_every_rank([&](int r) { steps[r] = job.parallel[r]->reduce(0, true, false, false, 99); });
+  job.on_every_rank([&](int r) {
+    LocalStep mine;
+    mine.target_return = 99;  // without a target vote, not counted
+    steps[r] = job.parallel[r]->reduce(mine);
+  });
   for (int r = 0; r < 3; ++r) {
     EXPECT_FALSE(steps[r].stop) << "rank " << r;
+    EXPECT_FALSE(steps[r].stop_now) << "rank " << r;
     EXPECT_FALSE(steps[r].target) << "rank " << r;
   }
 }
@@ -239,7 +249,9 @@ TEST(DataParallelTest, ANonFiniteLossOnOneRankStopsEveryRanksStepAndLeavesTheWei
   job.on_every_rank([&](int r) {
     const Batch& b = batches[r];
     StepStats s = job.trainers[r]->backward(b);
-    job.parallel[r]->reduce(samples_of(b), /*local_loss_finite=*/r != 1, false, false, 0);
+    LocalStep mine = with_samples(samples_of(b));
+    mine.loss_finite = r != 1;
+    job.parallel[r]->reduce(mine);
     try {
       job.trainers[r]->apply(s, 0.0);
     } catch (const Error& e) {

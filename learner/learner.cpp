@@ -234,6 +234,7 @@ TrainResult Learner::Loop::run() {
       enter_at_once_ = !had_batch && cluster.samples > 0;
       if (cluster.stop) {
         stop_requested_ = true;
+        if (cluster.stop_now) checkpoint_at_stop_ = false;  // `stop --now` on any rank
         break;
       }
       reached_target = cluster.target;

@@ -57,8 +57,13 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
               .ring_occupancy = static_cast<uint32_t>(ring_->counters().ready),
               .control_port = static_cast<uint32_t>(board_.control_port())};
   ClusterStep cluster =
-      parallel_->reduce(samples, std::isfinite(step.total), stop_.load() || stop_requested_,
-                        target_here, target_here ? stats_.return_mean() : 0.0, row);
+      parallel_->reduce({.samples = samples,
+                         .loss_finite = std::isfinite(step.total),
+                         .stop = stop_.load() || stop_requested_,
+                         .stop_now = stop_requested_ && !checkpoint_at_stop_,
+                         .target = target_here,
+                         .target_return = target_here ? stats_.return_mean() : 0.0,
+                         .row = row});
   if (rank_ == 0) rank_rows_ = make_rank_rows(cluster.rows, o_.rank_nodes, o_.rank_hosts);
   stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);
   stats_.last_allreduce_s = seconds(Clock::now() - reduce_start);

@@ -248,9 +248,12 @@ TEST(ClusterTest, RankZeroShowsEveryRankAndScalesOneNode) {
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("no rank 7 in this job; its ranks: 0 ("), std::string::npos) << out;
 
-  EXPECT_EQ(shell(cli + "stop" + at).first, 0);
+  // `stop --now` asked of rank 1 stops every rank, and rank 0 writes no
+  // checkpoint (none was due: run.checkpoint_interval_s is 60 s).
+  EXPECT_EQ(shell(cli + "stop --now" + rank1).first, 0);
   const auto statuses = wait_all(ranks, 30s);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(statuses[r], std::optional<int>(0)) << ranks[r].output();
+  EXPECT_FALSE(newest_checkpoint(job.run())) << "stop --now on rank 1, yet rank 0 checkpointed";
   expect_identical_replicas(job);
 }
 

@@ -148,6 +148,13 @@ inline double norm_relative_error(const std::vector<at::Tensor>& got,
   return std::sqrt(difference / reference);
 }
 
+// A rank's side of a step with `samples` and no votes.
+inline LocalStep with_samples(uint64_t samples) {
+  LocalStep mine;
+  mine.samples = samples;
+  return mine;
+}
+
 // The ranks of one job as threads: a rendezvous, a GlooCollective, a Trainer
 // (every one from the same seed unless told) and a DataParallel each.
 struct Job {
@@ -219,8 +226,7 @@ struct Job {
   // reduce() on every rank with `samples[r]` and no votes.
   std::vector<ClusterStep> reduce(const std::vector<uint64_t>& samples) {
     std::vector<ClusterStep> steps(world());
-    on_every_rank(
-        [&](int r) { steps[r] = parallel[r]->reduce(samples[r], true, false, false, 0); });
+    on_every_rank([&](int r) { steps[r] = parallel[r]->reduce(with_samples(samples[r])); });
     return steps;
   }
 };
@@ -232,7 +238,7 @@ inline void step_together(Job& job, uint64_t seed) {
   job.on_every_rank([&](int r) {
     const Batch& b = batches[r];
     StepStats s = job.trainers[r]->backward(b);
-    job.parallel[r]->reduce(samples_of(b), true, false, false, 0);
+    job.parallel[r]->reduce(with_samples(samples_of(b)));
     job.trainers[r]->apply(s, 0.0);
   });
 }
