@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <sstream>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "core/error.h"
 #include "core/token.h"
 #include "distributed/collective.h"
+#include "distributed/facts.h"
 #include "distributed/hmac.h"
 
 namespace pronghorn::distributed {
@@ -31,53 +31,6 @@ constexpr std::string_view kLost = "lost:";
 [[noreturn]] void throw_verdict(const std::string& verdict) {
   if (verdict.starts_with(kLost)) throw PeerLost(verdict.substr(kLost.size()));
   throw UsageError(verdict.substr(verdict.starts_with(kUsage) ? kUsage.size() : 0));
-}
-
-std::string serialize(const Facts& facts) {
-  std::string out;
-  for (const auto& [name, value] : facts) {
-    std::string v = value;
-    for (char& ch : v) {
-      if (ch == '\n' || ch == '\t') ch = ' ';
-    }
-    out += name;
-    out += '\t';
-    out += v;
-    out += '\n';
-  }
-  return out;
-}
-
-Facts deserialize(const std::string& s) {
-  Facts facts;
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t tab = line.find('\t');
-    if (tab == std::string::npos) continue;
-    facts.emplace_back(line.substr(0, tab), line.substr(tab + 1));
-  }
-  return facts;
-}
-
-// The first fact in which `theirs` (rank r's) differs from `ours` (rank 0's).
-std::string first_difference(const Facts& ours, const Facts& theirs, int r) {
-  for (const auto& [name, value] : ours) {
-    std::string other = "(missing)";
-    for (const auto& [n, v] : theirs) {
-      if (n == name) other = v;
-    }
-    if (other != value) {
-      return fmt::format("rank {}: {} differs (rank 0: {}; rank {}: {})", r, name, value, r, other);
-    }
-  }
-  for (const auto& [name, value] : theirs) {
-    bool known = false;
-    for (const auto& fact : ours) known = known || fact.first == name;
-    if (!known)
-      return fmt::format("rank {}: {} differs (rank 0: (missing); rank {}: {})", r, name, r, value);
-  }
-  return "";
 }
 
 // The options a detached thread keeps: no callbacks, which may capture the

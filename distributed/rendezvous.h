@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/facts.h"
 #include "distributed/key_value.h"
 
 namespace pronghorn::distributed {
@@ -51,10 +52,6 @@ struct RendezvousOptions {
   // the others (a port of 0 is known only then).
   std::function<void(int port)> on_listening;
 };
-
-// What a rank publishes for the others to compare: (name, value) pairs in a
-// fixed order, e.g. ("model.hidden", "[64, 64]"), ("unroll spec", "9f3c…").
-using Facts = std::vector<std::pair<std::string, std::string>>;
 
 // A rank that left on an error a retry will not fix, as it reported it.
 struct PeerFailure {

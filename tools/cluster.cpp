@@ -57,7 +57,7 @@ std::string resolve_backend(const Config& c) {
   return cuda ? "nccl" : "gloo";
 }
 
-bool is_loopback_ip(const std::string& ip) { return ip.starts_with("127.") || ip == "::1"; }
+bool is_loopback_ip(const std::string& ip) { return is_loopback_address(ip + ":0"); }
 
 // The address the collective binds and the others dial: the one routing
 // toward rank 0, or distributed.interface's. Where rank 0's name resolves to

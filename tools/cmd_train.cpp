@@ -186,9 +186,8 @@ void run_train(const TrainArgs& args) {
       dir = run->path();
       write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
       add_log_file(dir + "/train.log");
-      token = cluster                            ? job_token(config, dir, 0)
-              : config.server.token_file.empty() ? read_or_create_token_file(dir + "/token")
-                                                 : read_token_file(config.server.token_file);
+      // A learner alone leaves its token to the control plane, as before.
+      if (cluster) token = job_token(config, dir, 0);
     }
     if (cluster) {
       spdlog::info("{}", distributed::describe(place));
