@@ -159,6 +159,14 @@ struct DistributedConfig {
 
 constexpr ChoiceNames<3> names_of(DistributedConfig::Backend) { return {"auto", "gloo", "nccl"}; }
 
+// Actor-only nodes (`pronghorn actor --learner HOST:PORT`, proto/remote.proto)
+// that stream unrolls to this learner. TLS and the token are the control
+// plane's (server.tls_*, the job's token).
+struct RemoteConfig {
+  std::string address;  // HOST:PORT to serve them on; empty = none; port 0 = any free port
+  int64_t credits = 4;  // unrolls one node may have in flight: ring slots held for it
+};
+
 struct Config {
   EnvConfig env;
   ActorConfig actor;
@@ -168,6 +176,7 @@ struct Config {
   RunConfig run;
   ServerConfig server;
   DistributedConfig distributed;
+  RemoteConfig remote;
 };
 
 // Defaults, then `toml_path` (skipped when empty), then `overrides`, each

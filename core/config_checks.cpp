@@ -147,6 +147,11 @@ void config_schema::check_combinations(const Config& c) {
     fail("env.name = \"\": expected a built-in env name, or env.plugin set");
   }
   check_distributed(c.distributed);
+  if (!c.remote.address.empty()) check_address("remote.address", c.remote.address);
+  if (c.remote.credits >= c.learner.ring_slots) {
+    fail(fmt::format("remote.credits = {}: expected fewer than learner.ring_slots = {}",
+                     c.remote.credits, c.learner.ring_slots));
+  }
 }
 
 }  // namespace pronghorn

@@ -272,6 +272,22 @@ std::vector<Field> fields(Config& c) {
        60000,
        {},
        "a rank with no batch after this long enters the step with 0 samples"},
+
+      {"remote",
+       "address",
+       &c.remote.address,
+       0,
+       0,
+       {},
+       "HOST:PORT where actor-only nodes (`pronghorn actor`) join; empty = none; port 0 = any "
+       "free port (the run dir's remote.address names it)"},
+      {"remote",
+       "credits",
+       &c.remote.credits,
+       1,
+       1024,
+       {},
+       "unrolls one actor-only node may have in flight (ring slots held for it)"},
   };
 }
 

@@ -1,0 +1,49 @@
+// An actor-only node (docs/architecture.md §2): `pronghorn actor --learner
+// HOST:PORT` runs N ordinary actor processes on a machine with no learner
+// and feeds their unrolls to the job's learner over gRPC (proto/remote.proto).
+//
+//   Join → the job's config (no config file on the node), session, slot size
+//   local ring + slab (named after this process, like a learner's) ← N actors
+//   uploader:  local ring → StreamUnrolls (one unroll per credit) → acks, credits, process count
+//   receiver:  StreamWeights → whole, verified version → local slab
+//
+// Versions: the local slab numbers its versions 1, 2, …; the node keeps which
+// learner version (and incarnation) each one is, so an unroll goes out
+// stamped with the learner's version. Reconnects back off (0.5 s doubling to
+// 10 s); after one, no unroll goes out before the new session's first
+// complete weights have arrived, and unrolls acted with a previous learner
+// incarnation's weights are discarded, never sent to the new one.
+//
+// Accounting, exact: every unroll committed to the local ring is acked by
+// the learner, lost in flight at a disconnect (sent, never committed there:
+// the rejoin's previous_session_received says how many were), discarded (a
+// previous incarnation's), or left unsent at exit; the node logs the four
+// at exit and they add up to the committed count.
+//
+// Ends: 0 on `stop` (SIGTERM/SIGINT) or when the learner says the job ended;
+// 75 (kExitTransient) when no learner has answered for give_up_after_s;
+// UsageError (exit 2) when refused (wrong token, version, plugin or spec),
+// never retried. Leaves no process or shared-memory segment behind.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+namespace pronghorn::remote {
+
+struct NodeOptions {
+  std::string learner;     // HOST:PORT of the learner's remote.address
+  std::string token;       // the job's
+  std::string name;        // this node's; empty = the hostname
+  int processes = -1;      // actor processes; -1 = one per spare core (learner/actor_capacity.h)
+  std::string plugin;      // the env plugin's path here, when not the job's env.plugin path
+  double give_up_after_s = 300;
+  std::string tls_ca, tls_cert, tls_key;  // PEM files: TLS (and client certificate) when set
+  std::string program = "/proc/self/exe";  // what the actor processes execute
+};
+
+// Runs the node until it ends; returns the exit code (0 or 75), or throws
+// UsageError when refused and Error on a failure here.
+int run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace pronghorn::remote
