@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,7 @@ struct GatewayOptions {
   std::string token;    // the job's
   std::string config_toml;  // the job's resolved config, handed to every node
   std::string job_id, incarnation;
+  std::string version;  // this build's (PRONGHORN_VERSION): a node must run the same
   std::optional<v1::PluginIdentity> plugin;  // the job's env plugin, when it has one
   uint32_t credits = 4;     // remote.credits
   int default_processes = 1;  // for a node that asks for none

@@ -40,6 +40,7 @@ struct NodeOptions {
   double give_up_after_s = 300;
   std::string tls_ca, tls_cert, tls_key;  // PEM files: TLS (and client certificate) when set
   std::string program = "/proc/self/exe";  // what the actor processes execute
+  std::string version;                     // this build's (PRONGHORN_VERSION), sent at Join
 };
 
 // Runs the node until it ends; returns the exit code (0 or 75), or throws
