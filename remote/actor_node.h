@@ -20,6 +20,10 @@
 // previous incarnation's), or left unsent at exit; the node logs the four
 // at exit and they add up to the committed count.
 //
+// Files: node_session.h (channel, Join, the job's checks), node_weights.h
+// (chunks → slab, the version map), node_uploader.h (ring → stream, the
+// tally); actor_node.cpp wires them and supervises the actors.
+//
 // Ends: 0 on `stop` (SIGTERM/SIGINT) or when the learner says the job ended;
 // 75 (kExitTransient) when no learner has answered for give_up_after_s;
 // UsageError (exit 2) when refused (wrong token, version, plugin or spec),
@@ -32,19 +36,26 @@
 namespace pronghorn::remote {
 
 struct NodeOptions {
-  std::string learner;     // HOST:PORT of the learner's remote.address
-  std::string token;       // the job's
-  std::string name;        // this node's; empty = the hostname
-  int processes = -1;      // actor processes; -1 = one per spare core (learner/actor_capacity.h)
-  std::string plugin;      // the env plugin's path here, when not the job's env.plugin path
+  std::string learner;  // HOST:PORT of the learner's remote.address
+  std::string token;    // the job's
+  std::string name;     // this node's; empty = the hostname
+  int processes = -1;   // actor processes; -1 = one per spare core (learner/actor_capacity.h)
+  std::string plugin;   // the env plugin's path here, when not the job's env.plugin path
   double give_up_after_s = 300;
-  std::string tls_ca, tls_cert, tls_key;  // PEM files: TLS (and client certificate) when set
+  std::string tls_ca, tls_cert, tls_key;   // PEM files: TLS (and client certificate) when set
   std::string program = "/proc/self/exe";  // what the actor processes execute
   std::string version;                     // this build's (PRONGHORN_VERSION), sent at Join
 };
 
-// Runs the node until it ends; returns the exit code (0 or 75), or throws
-// UsageError when refused and Error on a failure here.
-int run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop);
+// How the node ended: code 0 (stopped, or the job ended) or 75
+// (kExitTransient: gave up), and the one line that says why.
+struct NodeExit {
+  int code = 0;
+  std::string line;
+};
+
+// Runs the node until it ends. Throws UsageError when refused (exit 2) and
+// Error on a failure here (actors that keep crashing: exit 1).
+NodeExit run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop);
 
 }  // namespace pronghorn::remote
