@@ -78,7 +78,9 @@ class Node {
         stop_(stop),
         name_(o.name),
         backoff_(fnv1a(o.name) ^ static_cast<uint64_t>(getpid())) {
-    call_ = {o.learner, o.token, o.give_up_after_s};
+    call_.learner = o.learner;
+    call_.token = o.token;
+    call_.give_up_after_s = o.give_up_after_s;
     stub_ = v1::ActorGateway::NewStub(make_channel(o));
     request_.set_node_name(name_);
     request_.set_version(o.version);

@@ -1,6 +1,8 @@
 // The actor node's pieces that need no learner: weight chunks → whole
 // verified versions, the version map and the local slab, the unroll tally,
-// back-off, and the checks of a JoinReply.
+// back-off, the checks of a JoinReply, and the two streams against a fake
+// gateway in this process (no network).
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "buffer/segment_names.h"
@@ -249,6 +252,109 @@ TEST(ReadJobTest, AJobPluginThisNodeLacksOrHoldsAnotherOfIsRefused) {
     EXPECT_NE(std::string(e.what()).find(std::string(64, 'a')), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
+}
+
+// A learner's side of the two streams, in this process: versions of weights
+// out, unrolls in, one credit back per unroll, job_ended after `until`.
+class FakeGateway final : public v1::ActorGateway::Service {
+ public:
+  std::vector<std::vector<float>> versions;  // sent as learner versions 1, 2, …
+  uint32_t until = 3;                        // unrolls taken before the job ends
+  std::vector<v1::UnrollMessage> got;
+  std::vector<std::string> sessions;
+
+  grpc::Status StreamWeights(grpc::ServerContext* context, const v1::StreamWeightsRequest*,
+                             grpc::ServerWriter<v1::WeightsChunk>* writer) override {
+    for (size_t v = 0; v < versions.size(); ++v) {
+      for (const auto& c : chunks_of(v + 1, versions[v], 100)) writer->Write(c);
+    }
+    while (!context->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StreamUnrolls(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::UnrollReply, v1::UnrollMessage>* stream) override {
+    const auto session = context->client_metadata().find(kSessionMetadata)->second;
+    sessions.emplace_back(session.data(), session.size());
+    v1::UnrollReply reply;
+    reply.set_credits(2);
+    reply.set_processes(3);
+    stream->Write(reply);
+    v1::UnrollMessage m;
+    while (got.size() < until && stream->Read(&m)) {
+      got.push_back(m);
+      reply.set_acked(m.sequence());
+      reply.set_credits(1);
+      stream->Write(reply);
+    }
+    reply.set_credits(0);
+    reply.set_job_ended(true);
+    stream->Write(reply);
+    return grpc::Status::OK;
+  }
+};
+
+// Commits one unroll acted with local slab version `version`, its bytes a
+// pattern of `fill`.
+void commit_unroll(buffer::Ring& ring, uint64_t version, uint8_t fill) {
+  const auto slot = ring.claim(std::chrono::milliseconds(100));
+  ASSERT_TRUE(slot.has_value());
+  std::memset(ring.slot_data(*slot), fill, ring.layout().bytes);
+  ring.commit(*slot, {.policy_version = version, .episodes = 2, .actor = 5});
+}
+
+TEST(UploaderTest, SendsWholeSlotsWithTheLearnersVersionPerCreditAndDiscardsOtherIncarnations) {
+  FakeGateway gateway;
+  gateway.versions = {ramp(60), ramp(60, 3.0f)};
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&gateway);
+  auto server = builder.BuildAndStart();
+  grpc::ChannelArguments arguments;
+  auto stub = v1::ActorGateway::NewStub(server->InProcessChannel(arguments));
+
+  const std::string run = "node-test-" + std::to_string(getpid());
+  const buffer::UnrollSpec spec{.T = 2, .K = 1, .obs_shape = {4}};
+  auto ring = buffer::Ring::create(buffer::own_segment_name(buffer::kRingSegment, run), spec, 8);
+  LocalWeights weights(buffer::own_segment_name(buffer::kSlabSegment, run));
+  weights.publish("old", 40, ramp(60));  // local version 1: the learner before a resume
+  commit_unroll(*ring, 1, 0x11);         // acted with it: never sent
+
+  WeightsReceiver receiver(*stub, "t", "s1", "new", weights);
+  std::atomic<int> alive{2};
+  Uploader uploader(*stub, {"t", "s1", "new"}, *ring, weights, receiver.ready_flag(), alive);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (weights.newest() != LearnerVersion{"new", 2} &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(weights.newest(), (LearnerVersion{"new", 2}));  // local versions 2 and 3
+  for (uint8_t i = 0; i < 3; ++i) commit_unroll(*ring, 2 + i % 2, 0x20 + i);
+  while (!uploader.ended() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const Uploader::Result r = uploader.finish();
+  receiver.finish();
+  EXPECT_TRUE(r.job_ended);
+  EXPECT_EQ(r.sent, 3u);
+  EXPECT_EQ(r.acked, 3u);
+  EXPECT_EQ(r.discarded, 1u) << "the old incarnation's unroll";
+  EXPECT_EQ(uploader.wanted_processes(), 3);
+  EXPECT_EQ(uploader.wanted_processes(), std::nullopt) << "told once";
+  ASSERT_EQ(gateway.got.size(), 3u);
+  EXPECT_EQ(gateway.sessions, std::vector<std::string>{"s1"});
+  for (size_t i = 0; i < 3; ++i) {
+    const v1::UnrollMessage& m = gateway.got[i];
+    EXPECT_EQ(m.sequence(), i + 1);
+    EXPECT_EQ(m.policy_version(), 1 + i % 2) << "the learner's version, not the slab's";
+    EXPECT_EQ(m.slot(), std::string(ring->layout().bytes, static_cast<char>(0x20 + i)));
+    EXPECT_EQ(m.checksum(), crc32_of(m.slot().data(), m.slot().size()));
+    EXPECT_EQ(m.episodes(), 2u);
+    EXPECT_EQ(m.actor(), 5u);
+    EXPECT_EQ(m.processes_alive(), 2u);
+  }
+  EXPECT_EQ(ring->counters().ready, 0u);
+  server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace
