@@ -157,7 +157,7 @@ NodeExit Node::serve() {
   v1::JoinReply reply;
   switch (join(false, reply)) {
     case JoinEnd::kStopped:
-      return {0, "stopped"};
+      return {0, fmt::format("node {}: stopped", name_)};
     case JoinEnd::kGaveUp:
       return gave_up();
     case JoinEnd::kJoined:
@@ -167,12 +167,12 @@ NodeExit Node::serve() {
   for (;;) {
     joined(reply);
     const bool job_ended = serve_session(reply);
-    if (stop_.load()) return {0, "stopped"};
+    if (stop_.load()) return {0, fmt::format("node {}: stopped", name_)};
     if (job_ended) return {0, fmt::format("node {}: the job {} ended", name_, job_id_)};
     request_.set_previous_session(reply.session());
     switch (join(true, reply)) {
       case JoinEnd::kStopped:
-        return {0, "stopped"};
+        return {0, fmt::format("node {}: stopped", name_)};
       case JoinEnd::kGaveUp:
         return gave_up();
       case JoinEnd::kJoined:

@@ -143,7 +143,9 @@ Uploader::Result Uploader::finish() {
     finishing_ = true;
     changed_.notify_all();
   }
-  context_.TryCancel();  // unblocks a Write waiting on flow control and the Read
+  // A stream still open is cancelled: that unblocks a Write waiting on flow
+  // control and the Read. One already over keeps the status it ended with.
+  if (!ended()) context_.TryCancel();
   if (writer_.joinable()) writer_.join();
   if (reader_.joinable()) reader_.join();
   Result r;

@@ -145,7 +145,7 @@ void WeightsReceiver::run() {
 
 grpc::Status WeightsReceiver::finish() {
   if (status_) return *status_;
-  context_.TryCancel();
+  if (!ended_) context_.TryCancel();  // one already over keeps its own status
   if (thread_.joinable()) thread_.join();
   status_ = reader_->Finish();
   return *status_;
