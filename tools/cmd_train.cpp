@@ -273,7 +273,7 @@ Command add_actor_command(CLI::App& app) {
     int learner_pid = 0;
   };
   auto args = std::make_shared<ActorArgs>();
-  CLI::App* command = app.add_subcommand("actor", "An actor process, started by the learner");
+  CLI::App* command = app.add_subcommand("actor-process", "An actor process, started by the learner");
   command->group("");  // internal: not listed in --help
   command->add_option("--config", args->config, "the run's config.toml")->required();
   command->add_option("--ring", args->ring, "shm name of the ring")->required();
