@@ -15,6 +15,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr size_t kEndedSessionsKept = 4096;  // for rejoins naming their previous session
+constexpr auto kUnopenedSessionLife = 60s;
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -105,6 +106,14 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
   {
     std::lock_guard lock(mutex_);
     if (ending_) return joined;
+    // A session whose node never opened its stream ends after a while, so
+    // joins alone (a node that dies at once, a client that only joins)
+    // cannot pile sessions up.
+    std::vector<std::shared_ptr<Session>> idle;
+    for (auto& [id, s] : sessions_) {
+      if (s->stream == nullptr && Clock::now() - s->joined > kUnopenedSessionLife) idle.push_back(s);
+    }
+    for (const auto& s : idle) end_session(*s, pokes);
     Node& node = nodes_[request.node_name()];
     for (const std::string& id : {node.session, request.previous_session()}) {
       auto found = sessions_.find(id);
