@@ -88,8 +88,11 @@ void Uploader::read_loop() {
 
 bool Uploader::wait_for_credit() {
   std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, kWait, [&] { return credits_ > 0 || ended_ || finishing_; });
-  return !ended_ && !finishing_;
+  // Nothing more goes out once the learner said the job ended: it would
+  // land unacked, and count as lost.
+  changed_.wait_for(lock, kWait,
+                    [&] { return credits_ > 0 || ended_ || finishing_ || job_ended_; });
+  return !ended_ && !finishing_ && !job_ended_;
 }
 
 void Uploader::write_loop() {
