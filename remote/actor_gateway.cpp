@@ -112,6 +112,7 @@ class Service final : public v1::ActorGateway::WithRawCallbackMethod_StreamWeigh
     reply.set_policy_version(slab_.version());
     reply.set_processes(joined.processes);
     reply.set_previous_session_received(joined.previous_received);
+    reply.set_max_credits(o_.credits);
     if (o_.plugin) *reply.mutable_plugin() = *o_.plugin;
     spdlog::info("actor node {} joined from {}: session {}, {} processes", request.node_name(),
                  context.peer(), joined.session->id, joined.processes);
