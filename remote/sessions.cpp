@@ -111,7 +111,8 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
     // cannot pile sessions up.
     std::vector<std::shared_ptr<Session>> idle;
     for (auto& [id, s] : sessions_) {
-      if (s->stream == nullptr && Clock::now() - s->joined > kUnopenedSessionLife) idle.push_back(s);
+      if (s->stream == nullptr && Clock::now() - s->joined > kUnopenedSessionLife)
+        idle.push_back(s);
     }
     for (const auto& s : idle) end_session(*s, pokes);
     Node& node = nodes_[request.node_name()];
@@ -303,10 +304,13 @@ std::vector<v1::RemoteNode> Sessions::nodes() {
     row.set_peer(node.peer);
     row.set_processes_alive(node.alive);
     row.set_processes_desired(node.desired);
-    const double interval = seconds_between(node.rate_since, now);
-    row.set_unrolls_per_s(interval > 0 ? (node.unrolls - node.unrolls_at_rate) / interval : 0);
-    node.unrolls_at_rate = node.unrolls;
-    node.rate_since = now;
+    // The rate over whole seconds: callers ask every 100 ms.
+    if (const double interval = seconds_between(node.rate_since, now); interval >= 1.0) {
+      node.rate = (node.unrolls - node.unrolls_at_rate) / interval;
+      node.unrolls_at_rate = node.unrolls;
+      node.rate_since = now;
+    }
+    row.set_unrolls_per_s(node.rate);
     row.set_unrolls(node.unrolls);
     row.set_last_seen_s(seconds_between(node.last_seen, now));
     row.set_disconnects(node.disconnects);

@@ -128,6 +128,7 @@ class Sessions {
     uint64_t unrolls = 0, unrolls_at_rate = 0;
     Clock::time_point last_seen{}, rate_since{};
     uint32_t disconnects = 0, sessions = 0;
+    double rate = 0;  // unrolls/s over the last whole second or more
   };
   void grant();                               // the granter thread
   std::shared_ptr<Session> wanting_credit();  // under mutex_

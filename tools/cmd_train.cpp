@@ -207,10 +207,10 @@ void run_train(const TrainArgs& args) {
     }
     install_stop_handlers();
     learner::ControlBoard board;
-    learner::Learner learner({config, env, dir, !args.resume.empty(), member.collective.get(),
-                              place.node_name, member.nodes, member.hosts,
-                              gateway_factory(config, env, dir, token)},
-                             board, g_stop);
+    learner::Learner learner(
+        {config, env, dir, !args.resume.empty(), member.collective.get(), place.node_name,
+         member.nodes, member.hosts, gateway_factory(config, env, dir, token)},
+        board, g_stop);
     control::ControlPlane control(config.server, dir, board, token);
     started = true;
     r = learner.run();
