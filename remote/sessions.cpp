@@ -55,7 +55,9 @@ Sessions::~Sessions() {
 
 Poke Sessions::poke(Session& s) {
   if (s.stream == nullptr || s.finished || s.writing) return {};
-  if (s.finish) {
+  // A stream ending well acks every unroll it committed first: the node
+  // counts an unacked one as lost in flight.
+  if (s.finish && !(s.finish->ok() && s.last_sequence != s.acked_told)) {
     s.finished = true;
     return {s.stream, StreamAction::kFinish, *s.finish};
   }
