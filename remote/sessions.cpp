@@ -16,6 +16,13 @@ using namespace std::chrono_literals;
 
 constexpr size_t kEndedSessionsKept = 4096;  // for rejoins naming their previous session
 
+// An unroll of `s` may still be committed: its stream can still ack it (a
+// read may complete after Finish, and a stream finishing in error sends no
+// more replies; an unacked unroll is one the node counts as lost).
+bool can_commit(const Session& s) {
+  return s.current && !s.finished && (!s.finish || s.finish->ok());
+}
+
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
@@ -179,7 +186,7 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
   uint32_t slot = 0;
   {
     std::lock_guard lock(mutex_);
-    if (!s.current) return {StatusCode::ABORTED, "session ended"};
+    if (!can_commit(s)) return {StatusCode::ABORTED, "session ended"};
     if (m.sequence() != s.last_sequence + 1) {
       return {StatusCode::INVALID_ARGUMENT,
               fmt::format("unroll sequence {}: expected {}", m.sequence(), s.last_sequence + 1)};
@@ -198,7 +205,7 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
   }
   std::memcpy(ring_.slot_data(slot), m.slot().data(), slot_bytes_);
   std::lock_guard lock(mutex_);
-  if (!s.current) {  // replaced meanwhile: not counted, not committed
+  if (!can_commit(s)) {  // replaced or ended meanwhile: not counted, not committed
     ring_.abandon(slot);
     return {StatusCode::ABORTED, "session ended"};
   }
