@@ -558,6 +558,19 @@ TEST_F(GatewayTest, ARejoinLearnsExactlyWhatThePreviousSessionCommitted) {
   EXPECT_EQ(stale.finish().error_code(), StatusCode::FAILED_PRECONDITION);
 }
 
+// A node asks for its own count at every join (restarted with another
+// --processes, it runs that many); only `pronghorn scale --node` overrides it.
+TEST_F(GatewayTest, TheProcessCountIsTheNodesOwnUntilScaled) {
+  v1::JoinReply reply;
+  ASSERT_TRUE(join(reply, "node-a", [](v1::JoinRequest& r) { r.set_processes(0); }).ok());
+  EXPECT_EQ(reply.processes(), 1u) << "none asked: remote default";
+  ASSERT_TRUE(join(reply, "node-a", [](v1::JoinRequest& r) { r.set_processes(5); }).ok());
+  EXPECT_EQ(reply.processes(), 5u) << "the node restarted with --processes 5";
+  ASSERT_TRUE(gateway_->scale("node-a", 2));
+  ASSERT_TRUE(join(reply, "node-a", [](v1::JoinRequest& r) { r.set_processes(6); }).ok());
+  EXPECT_EQ(reply.processes(), 2u) << "a count set by scale wins";
+}
+
 TEST_F(GatewayTest, ScaleReachesTheNodeAndNodesListsIt) {
   UnrollClient client(*stub_, join_session("node-a"));
   ASSERT_TRUE(client.wait_credits(1));
