@@ -131,10 +131,10 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
     session->node = request.node_name();
     session->joined = Clock::now();
     sessions_[session->id] = session;
-    if (node.sessions++ == 0) {
+    if (node.sessions++ == 0) node.rate_since = Clock::now();
+    if (!node.scaled) {  // the node's own count (it may have restarted with another)
       node.desired =
           request.processes() > 0 ? request.processes() : static_cast<uint32_t>(default_processes_);
-      node.rate_since = Clock::now();
     }
     node.session = session->id;
     node.last_seen = Clock::now();
@@ -322,6 +322,7 @@ bool Sessions::scale(const std::string& name, int processes) {
     auto found = nodes_.find(name);
     if (found == nodes_.end()) return false;
     found->second.desired = static_cast<uint32_t>(processes);
+    found->second.scaled = true;
     auto session = sessions_.find(found->second.session);
     if (session != sessions_.end()) next = poke(*session->second);
   }
