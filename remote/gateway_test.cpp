@@ -717,5 +717,31 @@ TEST_F(GatewayTest, DestroyingTheGatewayEndsOpenStreamsUnavailable) {
   EXPECT_EQ(fill_freed_slots(kSlots), kSlots) << "the held slots go back FREE";
 }
 
+// A node that stops reading mid-version holds a write the gateway cannot
+// finish: destroying the gateway still returns (the server's shutdown
+// deadline cancels the call).
+TEST_F(GatewayTest, DestroyingTheGatewayDoesNotWaitForANodeThatStoppedReading) {
+  WeightsClient weights(*stub_, join_session());
+  for (int i = 0; i < 4; ++i) {  // versions enough to fill every buffer between the two
+    publish(static_cast<float>(i));
+    std::this_thread::sleep_for(50ms);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  gateway_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 6s);
+  weights.context.TryCancel();
+}
+
+TEST_F(GatewayTest, AnUnrollLargerThanTheMessageLimitIsRefused) {
+  UnrollClient client(*stub_, join_session());
+  ASSERT_TRUE(client.wait_credits(1));
+  client.send(unroll(1, slot_bytes() + 8192));
+  const grpc::Status status = client.finish();
+  EXPECT_EQ(status.error_code(), StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_EQ(gateway_->committed(), 0u);
+  v1::JoinReply reply;
+  EXPECT_TRUE(join(reply, "node-b").ok()) << "the gateway still serves";
+}
+
 }  // namespace
 }  // namespace pronghorn::remote
