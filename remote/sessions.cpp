@@ -17,6 +17,13 @@ using namespace std::chrono_literals;
 constexpr size_t kEndedSessionsKept = 4096;  // for rejoins naming their previous session
 constexpr auto kUnopenedSessionLife = 60s;
 
+// An unroll of `s` may still be committed: its stream can still ack it (a
+// read may complete after Finish, and a stream finishing in error sends no
+// more replies; an unacked unroll is one the node counts as lost).
+bool can_commit(const Session& s) {
+  return s.current && !s.finished && (!s.finish || s.finish->ok());
+}
+
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
@@ -56,7 +63,9 @@ Sessions::~Sessions() {
 
 Poke Sessions::poke(Session& s) {
   if (s.stream == nullptr || s.finished || s.writing) return {};
-  if (s.finish) {
+  // A stream ending well acks every unroll it committed first: the node
+  // counts an unacked one as lost in flight.
+  if (s.finish && !(s.finish->ok() && s.last_sequence != s.acked_told)) {
     s.finished = true;
     return {s.stream, StreamAction::kFinish, *s.finish};
   }
@@ -132,10 +141,10 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
     session->node = request.node_name();
     session->joined = Clock::now();
     sessions_[session->id] = session;
-    if (node.sessions++ == 0) {
+    if (node.sessions++ == 0) node.rate_since = Clock::now();
+    if (!node.scaled) {  // the node's own count (it may have restarted with another)
       node.desired =
           request.processes() > 0 ? request.processes() : static_cast<uint32_t>(default_processes_);
-      node.rate_since = Clock::now();
     }
     node.session = session->id;
     node.last_seen = Clock::now();
@@ -187,7 +196,7 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
   uint32_t slot = 0;
   {
     std::lock_guard lock(mutex_);
-    if (!s.current) return {StatusCode::ABORTED, "session ended"};
+    if (!can_commit(s)) return {StatusCode::ABORTED, "session ended"};
     if (m.sequence() != s.last_sequence + 1) {
       return {StatusCode::INVALID_ARGUMENT,
               fmt::format("unroll sequence {}: expected {}", m.sequence(), s.last_sequence + 1)};
@@ -206,7 +215,7 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
   }
   std::memcpy(ring_.slot_data(slot), m.slot().data(), slot_bytes_);
   std::lock_guard lock(mutex_);
-  if (!s.current) {  // replaced meanwhile: not counted, not committed
+  if (!can_commit(s)) {  // replaced or ended meanwhile: not counted, not committed
     ring_.abandon(slot);
     return {StatusCode::ABORTED, "session ended"};
   }
@@ -326,6 +335,7 @@ bool Sessions::scale(const std::string& name, int processes) {
     auto found = nodes_.find(name);
     if (found == nodes_.end()) return false;
     found->second.desired = static_cast<uint32_t>(processes);
+    found->second.scaled = true;
     auto session = sessions_.find(found->second.session);
     if (session != sessions_.end()) next = poke(*session->second);
   }

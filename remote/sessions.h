@@ -125,6 +125,7 @@ class Sessions {
     std::string session, peer;
     bool connected = false;
     uint32_t alive = 0, desired = 0;
+    bool scaled = false;  // desired set by scale(): it wins over the node's own count
     uint64_t unrolls = 0, unrolls_at_rate = 0;
     Clock::time_point last_seen{}, rate_since{};
     uint32_t disconnects = 0, sessions = 0;

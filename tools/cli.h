@@ -42,10 +42,11 @@ Command add_checkpoint_command(CLI::App& app);
 Command add_stop_command(CLI::App& app);
 Command add_clean_command(CLI::App& app);
 
-// `bench kernels`, `bench ring` and `bench collective`, under `bench`; each
-// sets `run` to what it does.
+// `bench kernels`, `bench ring`, `bench collective` and `bench remote`, under
+// `bench`; each sets `run` to what it does.
 CLI::App* add_bench_kernels(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_ring(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_collective(CLI::App& bench, std::function<void()>& run);
+CLI::App* add_bench_remote(CLI::App& bench, std::function<void()>& run);
 
 }  // namespace pronghorn::cli
