@@ -306,6 +306,21 @@ TEST_F(GatewayTest, ARejoinLearnsExactlyWhatThePreviousSessionCommitted) {
   EXPECT_EQ(stale.finish().error_code(), StatusCode::FAILED_PRECONDITION);
 }
 
+TEST_F(GatewayTest, ARejoinNamingAnotherNodesSessionEndsNothingAndLearnsNothing) {
+  const std::string first = join_session("node-a");
+  UnrollClient client(*stub_, first);
+  ASSERT_TRUE(client.wait_credits(1));
+  ASSERT_TRUE(client.send(unroll(1, slot_bytes())));
+  ASSERT_TRUE(client.wait_for([&] { return client.acked_ == 1; }));
+
+  v1::JoinReply reply;
+  ASSERT_TRUE(
+      join(reply, "node-b", [&](v1::JoinRequest& r) { r.set_previous_session(first); }).ok());
+  EXPECT_EQ(reply.previous_session_received(), -1);
+  ASSERT_TRUE(client.send(unroll(2, slot_bytes())));  // node-a's session goes on
+  EXPECT_TRUE(client.wait_for([&] { return client.acked_ == 2; }));
+}
+
 // A node asks for its own count at every join (restarted with another
 // --processes, it runs that many); only `pronghorn scale --node` overrides it.
 TEST_F(GatewayTest, TheProcessCountIsTheNodesOwnUntilScaled) {

@@ -92,7 +92,7 @@ Poke Sessions::poke(Session& s) {
 void Sessions::end_session(Session& s, std::vector<Poke>& pokes) {
   if (!s.current) return;
   s.current = false;
-  ended_received_[s.id] = s.received;
+  ended_received_[s.id] = {s.node, s.received};
   ended_order_.push_back(s.id);
   if (ended_order_.size() > kEndedSessionsKept) {
     ended_received_.erase(ended_order_.front());
@@ -125,16 +125,18 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
     }
     for (const auto& s : idle) end_session(*s, pokes);
     Node& node = nodes_[request.node_name()];
+    // Only this node's own sessions: a previous_session naming another
+    // node's ends nothing and learns nothing.
     for (const std::string& id : {node.session, request.previous_session()}) {
       auto found = sessions_.find(id);
-      if (found != sessions_.end()) {
+      if (found != sessions_.end() && found->second->node == request.node_name()) {
         const std::shared_ptr<Session> keep = found->second;
         end_session(*keep, pokes);
       }
     }
     if (auto found = ended_received_.find(request.previous_session());
-        found != ended_received_.end()) {
-      joined.previous_received = static_cast<int64_t>(found->second);
+        found != ended_received_.end() && found->second.first == request.node_name()) {
+      joined.previous_received = static_cast<int64_t>(found->second.second);
     }
     auto session = std::make_shared<Session>();
     session->id = generate_token().substr(0, 16);

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "buffer/ring.h"
@@ -145,7 +146,8 @@ class Sessions {
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // a session wants credit, or a stream closed
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // current ones, by id
-  std::map<std::string, uint64_t> ended_received_;  // ended sessions' counts (the newest kept)
+  // Ended sessions' node and count of unrolls committed (the newest kept).
+  std::map<std::string, std::pair<std::string, uint64_t>> ended_received_;
   std::deque<std::string> ended_order_;
   std::map<std::string, Node> nodes_;  // by name
   size_t open_streams_ = 0;
