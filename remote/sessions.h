@@ -97,10 +97,10 @@ class Sessions {
   // (a session already streaming, ended, or the job ending).
   // `poke`: its first reply (the wanted process count).
   grpc::Status open(const std::shared_ptr<Session>& session, UnrollStream* stream,
-                    const std::string& peer, Poke& poke);
+                    const std::string& peer, Poke& out);
   // One message: checked, copied into a held slot, committed. Not OK: the
   // stream must finish with it.
-  grpc::Status take(Session& session, const v1::UnrollMessage& message, Poke& poke);
+  grpc::Status take(Session& s, const v1::UnrollMessage& m, Poke& out);
   // The stream's reply went out (`ok`: it was written); what next.
   Poke written(Session& session, bool ok);
   // The stream finishes with `status` (once no reply is in flight).
@@ -110,7 +110,7 @@ class Sessions {
   void closed(Session& session);
 
   std::vector<v1::RemoteNode> nodes();
-  bool scale(const std::string& node, int processes);
+  bool scale(const std::string& name, int processes);
   // Every stream tells its node the job ended and finishes; new joins are
   // refused. Waits up to `wait` for the streams to close.
   void end_job(std::chrono::milliseconds wait);
