@@ -58,6 +58,7 @@ struct Session {
   std::deque<uint32_t> held;
   uint64_t received = 0;       // unrolls committed to the ring
   uint64_t last_sequence = 0;  // of the last message taken
+  uint32_t waiting = 0;        // unrolls the node said were waiting behind its last one
   bool current = true;         // false once superseded, ended, or the job ended
   // The StreamUnrolls of this session while open, and its reply state.
   UnrollStream* stream = nullptr;
@@ -73,7 +74,12 @@ struct Session {
 
 class Sessions {
  public:
-  Sessions(buffer::Ring& ring, const buffer::WeightSlab& slab, uint32_t credits,
+  // Names remembered; past it, the longest-gone disconnected node is forgotten.
+  static constexpr size_t kMaxNodes = 1024;
+
+  // `credits`: the most ring slots one session holds; `max_held`: all
+  // sessions together (0: no cap beyond the ring).
+  Sessions(buffer::Ring& ring, const buffer::WeightSlab& slab, uint32_t credits, uint32_t max_held,
            int default_processes);
   // Stops the granter; every session must be over (ActorGateway finishes
   // the streams and shuts the server down first).
@@ -82,9 +88,12 @@ class Sessions {
   Sessions& operator=(const Sessions&) = delete;
 
   // A node joins: a new session (a previous one of the same node, or named
-  // in `request`, is superseded: its stream is told to finish).
+  // in `request`, is superseded: its stream is told to finish). Refused
+  // while another node of that name is connected and the request does not
+  // name its session, past kMaxNodes names, and while the job ends.
   struct Joined {
-    std::shared_ptr<Session> session;
+    std::shared_ptr<Session> session;  // null: refused, and why
+    grpc::Status refused;
     uint32_t processes = 0;
     int64_t previous_received = -1;
   };
@@ -132,7 +141,9 @@ class Sessions {
     uint32_t disconnects = 0, sessions = 0;
     double rate = 0;  // unrolls/s over the last whole second or more
   };
-  void grant();                               // the granter thread
+  bool forget_a_node();  // under mutex_: room for a new name; false when none can go
+  void grant();          // the granter thread
+  uint32_t wanted(const Session& s) const;    // slots `s` should hold now
   std::shared_ptr<Session> wanting_credit();  // under mutex_
   Poke poke(Session& session);                // under mutex_: what the stream does next
   void end_session(Session& session, std::vector<Poke>& pokes);  // under mutex_: not current
@@ -140,7 +151,7 @@ class Sessions {
 
   buffer::Ring& ring_;
   const buffer::WeightSlab& slab_;
-  const uint32_t credits_;
+  const uint32_t credits_, max_held_;
   const int default_processes_;
   const uint64_t slot_bytes_;
   mutable std::mutex mutex_;
