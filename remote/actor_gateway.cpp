@@ -75,7 +75,7 @@ class Service final : public v1::ActorGateway::WithRawCallbackMethod_StreamWeigh
     if (grpc::Status denied = admit(*context, session); !denied.ok()) {
       return WeightStreams::refused(denied);
     }
-    return weights_.open();
+    return weights_.open(session->id);
   }
 
  private:

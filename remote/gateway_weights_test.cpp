@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -75,6 +76,30 @@ TEST_F(GatewayTest, ASlowWeightsReaderSkipsToTheNewestVersion) {
   EXPECT_LT(versions.size(), static_cast<size_t>(kPublished)) << "sent every version";
   EXPECT_EQ(last, newest_bytes);
   client.context.TryCancel();
+}
+
+// One weights stream per session; one whose node went away while no new
+// version came ends at once (it would otherwise wait for a version that an
+// idle learner never publishes), so the session may open another.
+TEST_F(GatewayTest, OneWeightsStreamPerSessionAndACancelledOneEndsAtOnce) {
+  const std::string session = join_session();
+  auto first = std::make_unique<WeightsClient>(*stub_, session);
+  ASSERT_TRUE(read_version(*first->stream));
+  WeightsClient second(*stub_, session);
+  v1::WeightsChunk chunk;
+  EXPECT_FALSE(second.stream->Read(&chunk));
+  EXPECT_EQ(second.stream->Finish().error_code(), StatusCode::ALREADY_EXISTS);
+
+  first->context.TryCancel();
+  first.reset();
+  bool reopened = false;
+  for (int attempt = 0; attempt < 50 && !reopened; ++attempt) {
+    WeightsClient again(*stub_, session);
+    reopened = read_version(*again.stream).has_value();
+    if (!reopened) std::this_thread::sleep_for(20ms);
+    again.context.TryCancel();
+  }
+  EXPECT_TRUE(reopened) << "the cancelled stream still counts as open";
 }
 
 TEST_F(GatewayTest, EndJobTellsEveryStreamAndRefusesNewJoins) {

@@ -53,7 +53,8 @@ std::shared_ptr<const WeightStreams::Version> make_version(const buffer::WeightS
 // the gRPC call after it).
 class WeightStreams::Stream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  explicit Stream(WeightStreams& owner) : owner_(owner) {}
+  Stream(WeightStreams& owner, std::string session) : owner_(owner), session_(std::move(session)) {}
+  const std::string& session() const { return session_; }
 
   enum class Action { kNone, kWrite, kFinish };
   // Under the owner's mutex.
@@ -98,12 +99,24 @@ class WeightStreams::Stream final : public grpc::ServerWriteReactor<grpc::ByteBu
     }
     act(action, status);
   }
+  // The node went away: an idle stream ends now (one mid-write ends when
+  // that write fails), not at the next version, which may never come.
+  void OnCancel() override {
+    bool finish = false;
+    {
+      std::lock_guard lock(owner_.mutex_);
+      finish = !finished_ && !writing_;
+      finished_ = finished_ || finish;
+    }
+    if (finish) Finish(grpc::Status(grpc::StatusCode::CANCELLED, "node gone"));
+  }
   void OnDone() override {
     owner_.forget(this);
     delete this;
   }
 
   WeightStreams& owner_;
+  const std::string session_;
   std::shared_ptr<const Version> current_;
   size_t next_chunk_ = 0;
   bool writing_ = false, finished_ = false;
@@ -125,22 +138,27 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WeightStreams::refused(const grpc::S
   return new Refused(status);
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* WeightStreams::open() {
-  auto* stream = new Stream(*this);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WeightStreams::open(const std::string& session) {
+  Stream* stream = nullptr;
   Stream::Action action = Stream::Action::kNone;
   grpc::Status status;
   {
     std::lock_guard lock(mutex_);
     if (end_) {
-      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the learner is stopping");
-      action = Stream::Action::kFinish;
+      status = {grpc::StatusCode::UNAVAILABLE, "the learner is stopping"};
+    } else if (std::any_of(streams_.begin(), streams_.end(),
+                           [&](const Stream* s) { return s->session() == session; })) {
+      status = {grpc::StatusCode::ALREADY_EXISTS,
+                "session " + session + " already streams weights"};
     } else {
+      stream = new Stream(*this, session);
       streams_.insert(stream);
       // The newest already made, unless the slab has moved on: then the
       // thread makes the newer one and sends it.
       if (newest_ && newest_->version == slab_.version()) action = stream->next(status);
     }
   }
+  if (stream == nullptr) return refused(status);
   changed_.notify_all();
   stream->act(action, status);
   return stream;

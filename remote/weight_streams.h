@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,8 +36,9 @@ class WeightStreams {
   WeightStreams(const WeightStreams&) = delete;
   WeightStreams& operator=(const WeightStreams&) = delete;
 
-  // A stream of the newest weights and every newer version.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* open();
+  // A stream of the newest weights and every newer version, for `session`;
+  // one at a time per session (a second ends at once, ALREADY_EXISTS).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* open(const std::string& session);
   // A stream that ends at once with `status` (a refused call).
   static grpc::ServerWriteReactor<grpc::ByteBuffer>* refused(const grpc::Status& status);
   // Every stream ends with `status` once its current version is sent (OK:
