@@ -28,8 +28,16 @@ ControlArgs rank_control(const ScaleArgs& a) {
   ControlClient rank0(a.control);
   const v1::Status s = rank0.status();
   if (s.world_size() <= 1) {
-    throw UsageError("--rank/--node: the job at " + a.control.target + a.control.run_dir +
-                     " is a single learner; scale it without them");
+    if (!a.node.empty()) {
+      std::string nodes;
+      for (const v1::RemoteNode& n : s.remote_nodes())
+        nodes += (nodes.empty() ? "" : ", ") + n.name();
+      throw UsageError(fmt::format(
+          "--node {}: no actor-only node of that name joined the learner at {}{} ({})", a.node,
+          a.control.target, a.control.run_dir, nodes.empty() ? "none joined" : "joined: " + nodes));
+    }
+    throw UsageError("--rank: the job at " + a.control.target + a.control.run_dir +
+                     " is a single learner; scale it without --rank");
   }
   if (s.ranks_size() == 0) {
     throw UsageError(
