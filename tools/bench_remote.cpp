@@ -239,6 +239,7 @@ double through_gateway(const buffer::UnrollSpec& spec, uint32_t credits, double 
     v1::UnrollMessage message;
     message.set_policy_version(joined.policy_version());
     message.set_slot(std::string(slot_bytes, '\7'));
+    message.set_waiting(credits);  // a node with a backlog: its window stays full
     for (uint64_t sequence = 1; !stop.load(std::memory_order_relaxed); ++sequence) {
       if (!granted.wait(sequence)) break;
       message.set_sequence(sequence);
