@@ -1,0 +1,302 @@
+// Helpers for tests of actor-only nodes (issue 17) on two network
+// namespaces: the learner (`pronghorn train`, actor.count = 0) in namespace
+// a, serving remote.address on a's veth address; nodes (`pronghorn actor`)
+// in namespace b. Each process writes stdout and stderr to one log file; its
+// RankProcess SIGTERMs, then SIGKILLs and reaps it on every exit path. The
+// control plane listens on a's loopback, so `status`, `stop` and `scale` run
+// inside namespace a. Link pronghorn_testing_netns.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/testing/cluster_job.h"
+#include "tests/testing/job.h"
+#include "tests/testing/netns.h"
+
+namespace pronghorn::testing {
+
+// One node as `pronghorn status --json` lists it (Status.remote_nodes).
+struct RemoteNodeRow {
+  std::string name, session, peer;
+  bool connected = false;
+  uint64_t processes_alive = 0, processes_desired = 0, unrolls = 0, disconnects = 0;
+  double unrolls_per_s = 0, last_seen_s = 0;
+};
+
+// One answer of `pronghorn status --json`.
+struct StatusView {
+  std::string json;
+  std::string remote_address;
+  std::vector<RemoteNodeRow> nodes;
+
+  // The row of node `name`, if listed.
+  std::optional<RemoteNodeRow> node(const std::string& name) const {
+    for (const RemoteNodeRow& row : nodes) {
+      if (row.name == name) return row;
+    }
+    return std::nullopt;
+  }
+};
+
+// The raw text of "key": value in `json` (a string keeps its quotes), or "".
+inline std::string json_value(const std::string& json, const std::string& key) {
+  const std::regex pattern("\"" + key + R"(": ("(?:[^"\\]|\\.)*"|[^,}\]]+))");
+  std::smatch m;
+  return std::regex_search(json, m, pattern) ? m[1].str() : "";
+}
+
+inline std::string json_string(const std::string& json, const std::string& key) {
+  const std::string raw = json_value(json, key);
+  return raw.size() >= 2 && raw.front() == '"' ? raw.substr(1, raw.size() - 2) : "";
+}
+
+inline double json_number(const std::string& json, const std::string& key) {
+  const std::string raw = json_value(json, key);
+  try {
+    return raw.empty() || raw == "null" ? -1 : std::stod(raw);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// Status.remote_nodes: an array of flat objects (proto/status_json.cpp).
+inline StatusView parse_status(const std::string& json) {
+  StatusView view;
+  view.json = json;
+  view.remote_address = json_string(json, "remote_address");
+  const size_t array = json.find("\"remote_nodes\": [");
+  if (array == std::string::npos) return view;
+  const size_t end = json.find(']', array);
+  size_t at = array;
+  while ((at = json.find('{', at)) != std::string::npos && at < end) {
+    const size_t close = json.find('}', at);
+    const std::string object = json.substr(at, close - at + 1);
+    RemoteNodeRow row;
+    row.name = json_string(object, "name");
+    row.session = json_string(object, "session");
+    row.peer = json_string(object, "peer");
+    row.connected = json_value(object, "connected") == "true";
+    row.processes_alive = static_cast<uint64_t>(json_number(object, "processes_alive"));
+    row.processes_desired = static_cast<uint64_t>(json_number(object, "processes_desired"));
+    row.unrolls = static_cast<uint64_t>(json_number(object, "unrolls"));
+    row.disconnects = static_cast<uint64_t>(json_number(object, "disconnects"));
+    row.unrolls_per_s = json_number(object, "unrolls_per_s");
+    row.last_seen_s = json_number(object, "last_seen_s");
+    view.nodes.push_back(row);
+    at = close;
+  }
+  return view;
+}
+
+// The learner's line at its end, per node (info).
+struct LearnerNodeLine {
+  uint64_t unrolls = 0, sessions = 0, disconnects = 0;
+};
+inline std::optional<LearnerNodeLine> learner_node_line(const std::string& log,
+                                                        const std::string& node) {
+  const std::regex pattern("remote node " + node +
+                           R"(: (\d+) unrolls over (\d+) sessions \((\d+) disconnects\))");
+  std::optional<LearnerNodeLine> last;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), pattern);
+       it != std::sregex_iterator(); ++it) {
+    last = LearnerNodeLine{std::stoull((*it)[1]), std::stoull((*it)[2]), std::stoull((*it)[3])};
+  }
+  return last;
+}
+
+// The node's line at its exit: committed = acked + lost + discarded + unsent.
+struct NodeAccounting {
+  uint64_t committed = 0, acked = 0, lost = 0, discarded = 0, unsent = 0;
+  bool adds_up() const { return committed == acked + lost + discarded + unsent; }
+};
+inline std::optional<NodeAccounting> node_accounting(const std::string& log,
+                                                     const std::string& node) {
+  const std::regex pattern("node " + node +
+                           R"(: unrolls committed (\d+) = acked (\d+) \+ lost in flight (\d+) )"
+                           R"(\+ discarded (\d+) \+ unsent (\d+))");
+  std::optional<NodeAccounting> last;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), pattern);
+       it != std::sregex_iterator(); ++it) {
+    last = NodeAccounting{std::stoull((*it)[1]), std::stoull((*it)[2]), std::stoull((*it)[3]),
+                          std::stoull((*it)[4]), std::stoull((*it)[5])};
+  }
+  return last;
+}
+
+// Resident memory of `pid` in KiB (VmRSS), or -1 once it is gone.
+inline long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// A job of one learner in namespace a and its nodes in namespace b, in a
+// temporary directory of its own that the destructor removes (declare the
+// RankProcesses after the job: they end first).
+class RemoteJob {
+ public:
+  using Side = NetnsPair::Side;
+
+  explicit RemoteJob(const NetnsPair& net)
+      : net_(net),
+        name("rt" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()),
+        base(::testing::TempDir() + "/" + name),
+        run(base + "/runs/" + name) {
+    std::filesystem::remove_all(base);
+    std::filesystem::create_directories(base + "/runs");
+  }
+  ~RemoteJob() { std::filesystem::remove_all(base); }
+  RemoteJob(const RemoteJob&) = delete;
+  RemoteJob& operator=(const RemoteJob&) = delete;
+
+  // `pronghorn train` in namespace a with no local actors, remote.address on
+  // a's veth address (port 0 unless `remote_address` says), the control
+  // plane on a's loopback, reports every 0.5 s, and `sets` ("key=value")
+  // after. `log` names its log file under the job's directory.
+  RankProcess start_learner(const std::vector<std::string>& sets,
+                            const std::string& log = "learner.log",
+                            const std::string& remote_address = "") const {
+    std::vector<std::string> argv = {
+        "env", "-u", "PRONGHORN_TOKEN", PRONGHORN_BIN, "--log-level", "info", "train"};
+    std::vector<std::string> all = {
+        "run.name=" + name,
+        "run.dir=" + base + "/runs",
+        "actor.count=0",
+        "remote.address=" + (remote_address.empty() ? net_.address_a() + ":0" : remote_address),
+        "server.address=127.0.0.1:0",
+        "server.metrics_port=-1",
+        "run.report_interval_s=0.5"};
+    all.insert(all.end(), sets.begin(), sets.end());
+    for (const std::string& s : all) argv.insert(argv.end(), {"--set", s});
+    return spawn(Side::a, argv, log);
+  }
+
+  // `train --resume` of this job's run in namespace a, serving `remote_address`.
+  RankProcess resume_learner(const std::string& remote_address,
+                             const std::vector<std::string>& sets,
+                             const std::string& log = "learner-resumed.log") const {
+    std::vector<std::string> argv = {"env",
+                                     "-u",
+                                     "PRONGHORN_TOKEN",
+                                     PRONGHORN_BIN,
+                                     "--log-level",
+                                     "info",
+                                     "train",
+                                     "--resume",
+                                     run,
+                                     "--set",
+                                     "remote.address=" + remote_address};
+    for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
+    return spawn(Side::a, argv, log);
+  }
+
+  // `pronghorn actor` named `node` in namespace b, joining `learner` with
+  // the job's token file and one process, then `extra` arguments.
+  RankProcess start_node(const std::string& learner, const std::vector<std::string>& extra = {},
+                         const std::string& node = "n1", const std::string& token_file = "") const {
+    std::vector<std::string> argv = {"env",
+                                     "-u",
+                                     "PRONGHORN_TOKEN",
+                                     PRONGHORN_BIN,
+                                     "--log-level",
+                                     "info",
+                                     "actor",
+                                     "--learner",
+                                     learner,
+                                     "--token-file",
+                                     token_file.empty() ? run + "/token" : token_file,
+                                     "--processes",
+                                     "1",
+                                     "--name",
+                                     node};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return spawn(Side::b, argv, "node-" + node + ".log");
+  }
+
+  // The gateway's bound address (run/remote.address), "" when not written in time.
+  std::string remote_address(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
+    return wait_for_line_file(run + "/remote.address", timeout);
+  }
+
+  // `pronghorn <command> --run-dir run <args>` inside namespace a: exit code, output.
+  std::pair<int, std::string> control(const std::string& command,
+                                      const std::string& args = "") const {
+    return run_command(net_.exec_prefix(Side::a) + " " + PRONGHORN_BIN + " " + command +
+                       " --run-dir " + run + " --timeout 5 " + args);
+  }
+
+  // The learner's status, or nothing when it does not answer.
+  std::optional<StatusView> status() const {
+    auto [code, out] = control("status", "--json");
+    if (code != 0) return std::nullopt;
+    return parse_status(out);
+  }
+
+  // Polls status until `ready` holds for it, within `timeout`; the last answer.
+  std::optional<StatusView> wait_status(const std::function<bool(const StatusView&)>& ready,
+                                        std::chrono::milliseconds timeout) const {
+    std::optional<StatusView> last;
+    wait_for(
+        [&] {
+          auto now = status();
+          if (now) last = now;
+          return now && ready(*now);
+        },
+        timeout);
+    return last;
+  }
+
+  // The row of `node` once it is connected and has more than `unrolls`
+  // unrolls committed, within `timeout`.
+  std::optional<RemoteNodeRow> wait_unrolls_past(uint64_t unrolls,
+                                                 std::chrono::milliseconds timeout,
+                                                 const std::string& node = "n1") const {
+    auto view = wait_status(
+        [&](const StatusView& s) {
+          auto row = s.node(node);
+          return row && row->connected && row->unrolls > unrolls;
+        },
+        timeout);
+    if (!view) return std::nullopt;
+    auto row = view->node(node);
+    if (!row || !row->connected || row->unrolls <= unrolls) return std::nullopt;
+    return row;
+  }
+
+  std::string log_path(const std::string& log) const { return base + "/" + log; }
+
+  // The last `n` bytes of a log, for failure messages.
+  std::string tail(const std::string& log, size_t n = 3000) const {
+    return "--- " + log + ":\n" + RankProcess::tail(slurp(log_path(log)), n) + "\n";
+  }
+
+ private:
+  RankProcess spawn(Side side, const std::vector<std::string>& argv, const std::string& log) const {
+    const std::string path = log_path(log);
+    return RankProcess(net_.spawn_in(side, argv, path), path, path);
+  }
+
+  const NetnsPair& net_;
+
+ public:
+  const std::string name;  // the run's name, unique per test and process
+  const std::string base;  // the temporary directory of everything
+  const std::string run;   // the learner's run directory
+};
+
+}  // namespace pronghorn::testing
