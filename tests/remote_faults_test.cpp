@@ -259,3 +259,43 @@ TEST(RemoteFaultsTest, ANodeWithNoLearnerGivesUpWithExit75) {
 }
 
 }  // namespace
+
+// Its link cut for good, a node that was sending notices (keepalives) and,
+// with nothing answering for --give-up-after seconds, exits 75. Unrolls it
+// sent whose acks never came back are lost in flight: the learner committed
+// at least what was acked and at most that plus what was lost.
+TEST(RemoteFaultsTest, ANodeCutOffFromItsLearnerGivesUpWithExit75) {
+  SKIP_WITHOUT_NETNS();
+  NetnsPair net;
+  RemoteJob job(net);
+  RankProcess learner = job.start_learner({"run.target_return=0", "run.total_steps=1000000000"});
+  const std::string address = job.remote_address();
+  ASSERT_FALSE(address.empty()) << job.tail("learner.log");
+  RankProcess node = job.start_node(address, {"--give-up-after", "6"});
+  ASSERT_TRUE(job.wait_unrolls_past(10, 60s)) << job.tail("learner.log") << job.tail("node-n1.log");
+  const auto cut = Clock::now();
+  net.cut();
+  const std::optional<int> exit = node.wait(25s);
+  const double took = seconds_since(cut);
+  ASSERT_EQ(exit, std::optional<int>(75))
+      << status_text(exit) << " " << took << " s after the cut\n"
+      << job.tail("node-n1.log");
+  std::cout << "[ remote   ] the cut-off node exited 75 after " << took
+            << " s: " << last_line(slurp(job.log_path("node-n1.log"))) << "\n";
+  EXPECT_GE(took, 6.0) << "it gave up before --give-up-after";
+  EXPECT_FALSE(learner.wait(0ms)) << job.tail("learner.log");
+  const auto [code, out] = job.control("stop");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(learner.wait(60s), std::optional<int>(0)) << job.tail("learner.log");
+  const auto k = learner_node_line(slurp(job.log_path("learner.log")), "n1");
+  const auto a = node_accounting(slurp(job.log_path("node-n1.log")), "n1");
+  ASSERT_TRUE(k) << job.tail("learner.log");
+  ASSERT_TRUE(a) << job.tail("node-n1.log");
+  std::cout << "[ remote   ] learner: " << k->unrolls << " unrolls; node: committed "
+            << a->committed << " = acked " << a->acked << " + lost " << a->lost << " + discarded "
+            << a->discarded << " + unsent " << a->unsent << "\n";
+  EXPECT_TRUE(a->adds_up());
+  EXPECT_GE(k->unrolls, a->acked);
+  EXPECT_LE(k->unrolls, a->acked + a->lost);
+  EXPECT_EQ(k->disconnects, 1u);
+}

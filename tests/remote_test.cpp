@@ -72,16 +72,15 @@ std::pair<std::optional<LearnerNodeLine>, std::optional<NodeAccounting>> stop_an
   return {k, a};
 }
 
-// The target and learning rate of train_test's CartPole run: solved well
-// above random play (about 22) in a minute or two on one actor process.
-constexpr const char* kTarget = "run.target_return=200";
+// CartPole's preset (configs/cartpole.toml, the built-in defaults): solved to
+// 475 in about 700 k env steps, seconds on one local actor process.
+constexpr const char* kTarget = "run.target_return=475";
 
 TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
   SKIP_WITHOUT_NETNS();
   NetnsPair net;
   RemoteJob job(net);
-  RankProcess learner =
-      job.start_learner({kTarget, "learner.learning_rate=3e-3", "run.total_steps=30000000"});
+  RankProcess learner = job.start_learner({kTarget, "run.total_steps=20000000"});
   const std::string address = job.remote_address();
   ASSERT_FALSE(address.empty()) << "no remote.address\n" << job.tail("learner.log");
   EXPECT_EQ(address.rfind(net.address_a() + ":", 0), 0u) << address;
@@ -91,9 +90,8 @@ TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
             std::filesystem::perms::none);
   const auto start = Clock::now();
   RankProcess node = job.start_node(address);
-  ASSERT_TRUE(job.wait_unrolls_past(0, 60s)) << job.tail("learner.log") << job.tail("node-n1.log");
 
-  const std::optional<int> learner_exit = learner.wait(240s);
+  const std::optional<int> learner_exit = learner.wait(150s);
   ASSERT_EQ(learner_exit, std::optional<int>(0))
       << "learner after " << seconds_since(start) << " s: " << status_text(learner_exit) << "\n"
       << job.tail("learner.log") << job.tail("node-n1.log");
@@ -103,7 +101,7 @@ TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
       << "the learner ended without reaching the target\n"
       << RankProcess::tail(learner_log, 3000);
   std::cout << "[ remote   ] solved in " << seconds_since(start) << " s from one node\n";
-  EXPECT_GE(last_metric(job.run, "episode_return_mean"), 200.0);
+  EXPECT_GE(last_metric(job.run, "episode_return_mean"), 475.0);
 
   const std::optional<int> node_exit = node.wait(20s);
   ASSERT_EQ(node_exit, std::optional<int>(0))

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -228,9 +229,20 @@ class RemoteJob {
     return spawn(Side::b, argv, "node-" + node + ".log");
   }
 
-  // The gateway's bound address (run/remote.address), "" when not written in time.
+  // The gateway's bound address (run/remote.address), "" when not written in
+  // time. Waits for the token and the control plane's address as well: the
+  // learner writes them in an order of its own.
   std::string remote_address(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
-    return wait_for_line_file(run + "/remote.address", timeout);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto left = [&] {
+      return std::max(std::chrono::milliseconds(1),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now()));
+    };
+    const std::string address = wait_for_line_file(run + "/remote.address", left());
+    if (wait_for_line_file(run + "/token", left()).empty()) return "";
+    if (wait_for_line_file(run + "/server.address", left()).empty()) return "";
+    return address;
   }
 
   // `pronghorn <command> --run-dir run <args>` inside namespace a: exit code, output.
