@@ -242,7 +242,7 @@ TEST(RemoteFaultsTest, ANodeWithNoLearnerGivesUpWithExit75) {
   const std::string token = private_file(job.base + "/token", "no-learner\n");
   for (const bool silent : {false, true}) {
     if (silent) net.cut();
-    const std::string node_name = silent ? "silent" : "refused";
+    const std::string node_name = silent ? "cut-link" : "closed-port";
     const auto start = Clock::now();
     RankProcess node =
         job.start_node(net.address_a() + ":9", {"--give-up-after", "3"}, node_name, token);
