@@ -5,13 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
+#include "control/grpc_auth.h"
 #include "control/status_streams.h"
 #include "core/error.h"
-#include "core/files.h"
-#include "core/token.h"
 #include "proto/pronghorn.grpc.pb.h"
 
 namespace pronghorn::control {
@@ -23,30 +20,6 @@ namespace {
 
 using grpc::CallbackServerContext;
 using grpc::StatusCode;
-
-std::string read_pem(const std::string& key, const std::string& path) {
-  std::string text;
-  try {
-    text = read_file(path);
-  } catch (const Error&) {
-    throw Error(fmt::format("{} = \"{}\": cannot read the file", key, path));
-  }
-  PRONGHORN_CHECK(text.find("-----BEGIN ") != std::string::npos, key, " = \"", path,
-                  "\": not a PEM file");
-  return text;
-}
-
-std::shared_ptr<grpc::ServerCredentials> credentials(const ServerConfig& c) {
-  if (c.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options(
-      c.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  if (!c.tls_client_ca.empty())
-    options.pem_root_certs = read_pem("server.tls_client_ca", c.tls_client_ca);
-  options.pem_key_cert_pairs.push_back(
-      {read_pem("server.tls_key", c.tls_key), read_pem("server.tls_cert", c.tls_cert)});
-  return grpc::SslServerCredentials(options);
-}
 
 // Every call is answered by a callback, never by a thread that waits:
 // status calls at once, steering calls when the learner's loop has carried
@@ -93,7 +66,8 @@ class LearnerService final : public v1::Learner::CallbackService {
     return carry_out(context,
                      {.kind = ControlRequest::Kind::kScaleActors,
                       .actors = request->count(),
-                      .oversubscribe = request->oversubscribe()},
+                      .oversubscribe = request->oversubscribe(),
+                      .node = request->node()},
                      [reply](const ControlReply& r) {
                        reply->set_previous(static_cast<uint32_t>(r.previous_actors));
                        reply->set_desired(static_cast<uint32_t>(r.actors));
@@ -126,28 +100,10 @@ class LearnerService final : public v1::Learner::CallbackService {
     reactor->Finish(std::move(status));
     return reactor;
   }
-  // OK, or why this call may not go on: no token → UNAUTHENTICATED, a wrong
-  // one → PERMISSION_DENIED.
+  // OK, or why this call may not go on (control/grpc_auth.h).
   grpc::Status authorize(const CallbackServerContext& context, bool mutating) const {
     if (!mutating && open_reads_) return grpc::Status::OK;
-    const auto& metadata = context.client_metadata();
-    const auto found = metadata.find("authorization");
-    if (found == metadata.end()) {
-      spdlog::warn("control: {} without a token refused", context.peer());
-      return {StatusCode::UNAUTHENTICATED,
-              "this call needs the job's token: metadata `authorization: Bearer <token>` "
-              "(pronghorn --token-file)"};
-    }
-    const std::string_view value(found->second.data(), found->second.size());
-    constexpr std::string_view kScheme = "Bearer ";
-    if (!value.starts_with(kScheme)) {
-      return {StatusCode::UNAUTHENTICATED, "authorization metadata: expected `Bearer <token>`"};
-    }
-    if (!tokens_equal(value.substr(kScheme.size()), token_)) {
-      spdlog::warn("control: {} with a wrong token refused", context.peer());
-      return {StatusCode::PERMISSION_DENIED, "wrong token"};
-    }
-    return grpc::Status::OK;
+    return check_bearer(context, token_, "control");
   }
 
   // Queues `request` for the learner's loop; its reply fills the call's reply
@@ -190,7 +146,7 @@ struct ControlServer::Impl {
 ControlServer::ControlServer(const ServerConfig& config, std::string token, ControlBoard& board)
     : impl_(std::make_unique<Impl>(std::move(token), is_loopback_address(config.address), board)) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.address, credentials(config), &impl_->port);
+  builder.AddListeningPort(config.address, server_credentials(config), &impl_->port);
   builder.RegisterService(&impl_->service);
   // Requests are a few bytes; a Status is under 1 KiB.
   builder.SetMaxReceiveMessageSize(64 * 1024);

@@ -139,6 +139,23 @@ class StatusCollector final : public prometheus::Collectable {
              [](const v1::RankStatus& r) { return r.ring_occupancy(); });
     per_rank("pronghorn_rank_allreduce_seconds", "Each rank's last gradient all-reduce.",
              [](const v1::RankStatus& r) { return r.allreduce_s(); });
+    // Actor-only nodes joined to this learner, labelled by node name.
+    auto per_node = [&](const char* name, const char* help, MetricType type, auto value) {
+      std::vector<ClientMetric> samples;
+      for (const v1::RemoteNode& n : s.remote_nodes()) {
+        samples.push_back(sample(static_cast<double>(value(n)), {{"remote_node", n.name()}}));
+      }
+      if (!samples.empty()) add(name, help, type, std::move(samples));
+    };
+    per_node("pronghorn_remote_node_unrolls_total", "Unrolls committed from each actor-only node.",
+             MetricType::Counter, [](const v1::RemoteNode& n) { return n.unrolls(); });
+    per_node("pronghorn_remote_node_connected", "1 while the node's unroll stream is open.",
+             MetricType::Gauge, [](const v1::RemoteNode& n) { return n.connected() ? 1 : 0; });
+    per_node("pronghorn_remote_node_processes_alive", "Actor processes each node runs.",
+             MetricType::Gauge, [](const v1::RemoteNode& n) { return n.processes_alive(); });
+    per_node("pronghorn_remote_node_disconnects_total",
+             "Sessions of each node that ended before the job did.", MetricType::Counter,
+             [](const v1::RemoteNode& n) { return n.disconnects(); });
     gauge("pronghorn_last_checkpoint_timestamp_seconds",
           "Unix time of the last checkpoint this learner wrote; 0 = none.",
           s.last_checkpoint_unix_s());

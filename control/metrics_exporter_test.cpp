@@ -203,6 +203,25 @@ TEST_F(MetricsExporterTest, SeveralLearnersLabelTheirRankAndRankZeroEveryRanksRo
       << body;
 }
 
+TEST_F(MetricsExporterTest, ActorOnlyNodesAreLabelledByName) {
+  v1::Status s = board_.status();
+  v1::RemoteNode* node = s.add_remote_nodes();
+  node->set_name("box1");
+  node->set_unrolls(42);
+  node->set_connected(true);
+  node->set_disconnects(3);
+  board_.publish(s);
+  MetricsExporter exporter(0, board_);
+  const std::string body = http_get(exporter.port(), "/metrics").body;
+  EXPECT_NE(body.find("\npronghorn_remote_node_unrolls_total{remote_node=\"box1\"} 42\n"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("\npronghorn_remote_node_connected{remote_node=\"box1\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(body.find("\npronghorn_remote_node_disconnects_total{remote_node=\"box1\"} 3\n"),
+            std::string::npos);
+}
+
 TEST_F(MetricsExporterTest, SlowClientsDoNotBlockScrapes) {
   MetricsExporter exporter(0, board_);
   SlowClients slow(exporter.port(), 32);

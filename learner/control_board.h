@@ -27,6 +27,7 @@ struct ControlRequest {
   int actors = 0;              // kScaleActors: the count wanted
   bool oversubscribe = false;  // kScaleActors: past what the node's cores and memory hold
   bool graceful = false;       // kStop: checkpoint first
+  std::string node{};          // kScaleActors: an actor-only node's name ("" = this node)
 };
 
 struct ControlReply {

@@ -78,12 +78,13 @@ std::unique_ptr<buffer::Ring> Learner::Loop::create_ring(const Config& c, const 
 void Learner::Loop::start_actors() {
   const int actors = initial_actors_;
   supervisor_.emplace(
-      std::vector<std::string>{"actor", "--ring", ring_name_, "--slab", slab_name_, "--config",
+      std::vector<std::string>{"actor-process", "--ring", ring_name_, "--slab", slab_name_, "--config",
                                o_.run_dir + "/config.toml", "--learner-pid",
                                std::to_string(getpid()), "--rank", std::to_string(rank_)},
       actors,
       SupervisorOptions{.limits = {c_.actor.max_crashes, as_duration(c_.actor.stall_timeout_s)}});
   prefetcher_.emplace(*ring_, spec_, c_, version_);
+  if (o_.remote_actors) remote_ = o_.remote_actors(*ring_, *slab_, to_toml(c_));
   spdlog::info(
       "training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
       c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
@@ -123,6 +124,10 @@ void Learner::Loop::handle(ControlBoard::Pending& pending) {
   try {
     switch (r.kind) {
       case ControlRequest::Kind::kScaleActors:
+        if (!r.node.empty()) {
+          scale_remote_node(r, reply);
+          break;
+        }
         reply.previous_actors = supervisor_->desired();
         supervisor_->scale(r.actors, r.oversubscribe || c_.actor.oversubscribe);
         reply.actors = supervisor_->desired();
@@ -163,7 +168,9 @@ v1::Status Learner::Loop::status() const {
                  .rank = static_cast<uint32_t>(rank_),
                  .world_size = static_cast<uint32_t>(parallel_ ? parallel_->world_size() : 1),
                  .node_name = o_.node_name,
-                 .ranks = rank_rows_};
+                 .ranks = rank_rows_,
+                 .remote_nodes = remote_rows_,
+                 .remote_address = remote_ ? remote_->address() : ""};
   if (supervisor_) {
     live.actors_alive = supervisor_->alive();
     live.actors_desired = supervisor_->desired();
@@ -197,6 +204,7 @@ void Learner::Loop::report(Clock::time_point now) {
   last_report_ = now;
   steps_at_report_ = stats_.env_steps;
   learner_steps_at_report_ = stats_.learner_steps;
+  if (remote_) remote_rows_ = remote_->nodes();
   const v1::Status s = status();
   board_.publish(s);
   reporter_.report(s, stats_, seconds(now - start_));
@@ -284,6 +292,7 @@ TrainResult Learner::Loop::run() {
   ControlReply stopped;
   stopped.checkpoint_path = final_checkpoint;
   for (auto& reply : stop_replies_) reply(stopped);
+  end_remote_actors(true);
   supervisor_->stop();
   if (parallel_) {
     // Equal on every rank: the tests and a user compare these lines.
@@ -295,6 +304,26 @@ TrainResult Learner::Loop::run() {
           .seconds = elapsed(),
           .return_mean = parallel_ && reached_target ? cluster_return_ : stats_.return_mean(),
           .reached_target = reached_target};
+}
+
+// A clean end tells the nodes the job is over (they exit 0); each node's
+// unrolls are logged, for a user (and the tests) to set against the node's own count.
+void Learner::Loop::end_remote_actors(bool job_ended) {
+  if (!remote_) return;
+  if (job_ended) remote_->end_job();
+  for (const v1::RemoteNode& node : remote_->nodes()) {
+    spdlog::info("remote node {}: {} unrolls over {} sessions ({} disconnects)", node.name(),
+                 node.unrolls(), node.sessions(), node.disconnects());
+  }
+}
+
+// `scale --node NAME`: an actor-only node of this learner.
+void Learner::Loop::scale_remote_node(const ControlRequest& r, ControlReply& reply) {
+  if (!remote_ || !remote_->scale(r.node, r.actors)) {
+    throw UsageError(fmt::format("no actor-only node named {} joined this learner", r.node));
+  }
+  reply.actors = r.actors;
+  spdlog::info("actor-only node {} asked for {} actors", r.node, r.actors);
 }
 
 Learner::Learner(const TrainOptions& options, ControlBoard& board, const std::atomic<bool>& stop) {

@@ -17,6 +17,7 @@
 #include "core/env_spec.h"
 #include "distributed/collective.h"
 #include "learner/control_board.h"
+#include "learner/remote_actors.h"
 
 namespace pronghorn::learner {
 
@@ -33,6 +34,9 @@ struct TrainOptions {
   std::string node_name;                // this rank's
   std::vector<std::string> rank_nodes;  // rank 0: every rank's node name and the host of its
   std::vector<std::string> rank_hosts;  // control plane ("" if unreachable), by rank
+  // Set: actor-only nodes may join (remote.address); called once the ring
+  // and the first weights exist.
+  RemoteActorsFactory remote_actors;
 };
 
 // Where the run ended: the same figures as its last metrics.jsonl line and

@@ -29,6 +29,8 @@ class RemoteActors {
   virtual void end_job() = 0;
   // Unrolls committed to the ring from every node.
   virtual uint64_t committed() const = 0;
+  // HOST:PORT where nodes join (the port bound).
+  virtual std::string address() const = 0;
 };
 
 // Makes the learner's RemoteActors once its ring and slab exist (the slab

@@ -70,6 +70,8 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   s.set_node_name(live.node_name);
   s.set_allreduce_s(stats.last_allreduce_s);
   for (const v1::RankStatus& row : live.ranks) *s.add_ranks() = row;
+  for (const v1::RemoteNode& node : live.remote_nodes) *s.add_remote_nodes() = node;
+  s.set_remote_address(live.remote_address);
   return s;
 }
 

@@ -28,6 +28,9 @@ struct LiveState {
   uint32_t rank = 0, world_size = 1;
   std::string node_name;
   std::vector<v1::RankStatus> ranks;
+  // Actor-only nodes that joined, and where they join ("" = not served).
+  std::vector<v1::RemoteNode> remote_nodes;
+  std::string remote_address;
 };
 
 v1::Status make_status(const RunStats& stats, const LiveState& live);

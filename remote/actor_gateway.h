@@ -38,15 +38,16 @@
 namespace pronghorn::remote {
 
 struct GatewayOptions {
-  std::string address;  // remote.address
-  ServerConfig tls;     // its tls_* serve this address too
-  std::string token;    // the job's
+  std::string address;      // remote.address
+  ServerConfig tls;         // its tls_* serve this address too
+  std::string token;        // the job's
   std::string config_toml;  // the job's resolved config, handed to every node
   std::string job_id, incarnation;
-  std::string version;  // this build's (PRONGHORN_VERSION): a node must run the same
+  std::string version;     // this build's (PRONGHORN_VERSION): a node must run the same
+  uint64_t spec_hash = 0;  // the ring's unroll spec (buffer/unroll_spec.h spec_hash)
   std::optional<v1::PluginIdentity> plugin;  // the job's env plugin, when it has one
-  uint32_t credits = 4;     // remote.credits
-  int default_processes = 1;  // for a node that asks for none
+  uint32_t credits = 4;                      // remote.credits
+  int default_processes = 1;                 // for a node that asks for none
 };
 
 class ActorGateway final : public learner::RemoteActors {
@@ -65,6 +66,7 @@ class ActorGateway final : public learner::RemoteActors {
   bool scale(const std::string& node, int processes) override;
   void end_job() override;
   uint64_t committed() const override;
+  std::string address() const override;
 
  private:
   struct Impl;

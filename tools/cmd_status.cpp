@@ -98,6 +98,20 @@ std::string table(const v1::Status& s) {
     }
     out += fmt::format("{:>4}  {:<16} {:>12.0f} {:>14}\n", "", "total", sps, steps);
   }
+  if (!s.remote_address().empty()) {  // actor-only nodes join there
+    out += fmt::format("\nactor-only nodes join at {}\n", s.remote_address());
+    if (s.remote_nodes_size() > 0) {
+      out += fmt::format("{:<16} {:>9} {:>10} {:>12} {:>10} {:>8} {:>11}  {}\n", "node", "processes",
+                         "unrolls/s", "unrolls", "last seen", "session", "disconnects", "peer");
+    }
+    for (const v1::RemoteNode& n : s.remote_nodes()) {
+      out += fmt::format("{:<16} {:>9} {:>10.1f} {:>12} {:>8.1f} s {:>8} {:>11}  {}\n", n.name(),
+                         fmt::format("{}/{}", n.processes_alive(), n.processes_desired()),
+                         n.unrolls_per_s(), n.unrolls(), n.last_seen_s(),
+                         n.connected() ? n.session().substr(0, 8) : "(none)", n.disconnects(),
+                         n.peer());
+    }
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 // steer a running job over gRPC, with the job's token.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -68,6 +69,13 @@ ControlArgs rank_control(const ScaleArgs& a) {
   return other;
 }
 
+// Whether `node` is an actor-only node that joined the learner `control` reaches.
+bool is_remote_node(const ControlArgs& control, const std::string& node) {
+  const v1::Status s = ControlClient(control).status();
+  return std::any_of(s.remote_nodes().begin(), s.remote_nodes().end(),
+                     [&](const v1::RemoteNode& row) { return row.name() == node; });
+}
+
 }  // namespace
 
 Command add_scale_command(CLI::App& app) {
@@ -81,9 +89,18 @@ Command add_scale_command(CLI::App& app) {
                     "start them even past 2 per core or what free memory holds");
   auto* rank = command->add_option("--rank", args->rank,
                                    "several learners: scale this rank's node (ask rank 0)");
-  command->add_option("--node", args->node, "several learners: scale this node (ask rank 0)")
+  command
+      ->add_option("--node", args->node,
+                   "scale this node: an actor-only node that joined the learner reached, or "
+                   "(several learners, ask rank 0) a learner's node")
       ->excludes(rank);
   return {command, [args] {
+            if (!args->node.empty() && is_remote_node(args->control, args->node)) {
+              const v1::ScaleActorsReply r =
+                  ControlClient(args->control).scale(args->actors, false, args->node);
+              std::cout << fmt::format("actors on {}: {}\n", args->node, r.desired());
+              return;
+            }
             const bool other = args->rank >= 0 || !args->node.empty();
             const ControlArgs target = other ? rank_control(*args) : args->control;
             v1::ScaleActorsReply r = ControlClient(target).scale(args->actors, args->oversubscribe);

@@ -24,6 +24,7 @@
 #include "learner/learner.h"
 #include "tools/cli.h"
 #include "tools/cluster.h"
+#include "tools/gateway.h"
 
 namespace pronghorn::cli {
 namespace {
@@ -186,8 +187,8 @@ void run_train(const TrainArgs& args) {
       dir = run->path();
       write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
       add_log_file(dir + "/train.log");
-      // A learner alone leaves its token to the control plane, as before.
-      if (cluster) token = job_token(config, dir, 0);
+      // A learner alone without nodes leaves its token to the control plane, as before.
+      if (cluster || !config.remote.address.empty()) token = job_token(config, dir, 0);
     }
     if (cluster) {
       spdlog::info("{}", distributed::describe(place));
@@ -207,7 +208,8 @@ void run_train(const TrainArgs& args) {
     install_stop_handlers();
     learner::ControlBoard board;
     learner::Learner learner({config, env, dir, !args.resume.empty(), member.collective.get(),
-                              place.node_name, member.nodes, member.hosts},
+                              place.node_name, member.nodes, member.hosts,
+                              gateway_factory(config, env, dir, token)},
                              board, g_stop);
     control::ControlPlane control(config.server, dir, board, token);
     started = true;
@@ -271,7 +273,7 @@ Command add_actor_command(CLI::App& app) {
     int learner_pid = 0;
   };
   auto args = std::make_shared<ActorArgs>();
-  CLI::App* command = app.add_subcommand("actor", "An actor process, started by the learner");
+  CLI::App* command = app.add_subcommand("actor-process", "An actor process, started by the learner");
   command->group("");  // internal: not listed in --help
   command->add_option("--config", args->config, "the run's config.toml")->required();
   command->add_option("--ring", args->ring, "shm name of the ring")->required();

@@ -168,10 +168,11 @@ void ControlClient::watch(double interval_s,
   impl_->check(reader->Finish(), "watch");
 }
 
-v1::ScaleActorsReply ControlClient::scale(int count, bool oversubscribe) {
+v1::ScaleActorsReply ControlClient::scale(int count, bool oversubscribe, const std::string& node) {
   v1::ScaleActorsRequest request;
   request.set_count(count);
   request.set_oversubscribe(oversubscribe);
+  request.set_node(node);
   v1::ScaleActorsReply reply;
   auto c = impl_->context(true);
   impl_->check(impl_->stub->ScaleActors(c.get(), request, &reply), "scale");

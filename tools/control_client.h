@@ -35,7 +35,8 @@ class ControlClient {
   v1::Status status();
   // Calls `on_status` for each message until the job ends.
   void watch(double interval_s, const std::function<void(const v1::Status&)>& on_status);
-  v1::ScaleActorsReply scale(int count, bool oversubscribe = false);
+  // `node`: an actor-only node that joined the learner reached ("" = its own node).
+  v1::ScaleActorsReply scale(int count, bool oversubscribe = false, const std::string& node = "");
   std::string save_checkpoint();    // its path
   std::string stop(bool graceful);  // the checkpoint written, or ""
   // The token this client sends (--token, --token-file, or the run
