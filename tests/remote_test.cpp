@@ -120,8 +120,8 @@ TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
   EXPECT_EQ(k->disconnects, 0u);
   EXPECT_EQ(a->lost, 0u) << "nothing was lost on a link that never broke";
   std::cout << "[ remote   ] learner: " << k->unrolls << " unrolls; node: committed "
-            << a->committed << " = acked " << a->acked << " + lost " << a->lost
-            << " + discarded " << a->discarded << " + unsent " << a->unsent << "\n";
+            << a->committed << " = acked " << a->acked << " + lost " << a->lost << " + discarded "
+            << a->discarded << " + unsent " << a->unsent << "\n";
   // No local actors: every unroll the learner committed came from the node.
   // Its last report is of the step that reached the target; unrolls still
   // arrived until it told the node the job ended.
@@ -144,6 +144,7 @@ TEST(RemoteTest, ACutLinkIsNoticedAndTheNodeRejoinsAfterTheHeal) {
   ASSERT_TRUE(before) << job.tail("learner.log") << job.tail("node-n1.log");
 
   const auto cut = Clock::now();
+  const double cut_unix = unix_now();
   net.cut();
   const auto gone = job.wait_status(
       [](const StatusView& s) {
@@ -183,6 +184,14 @@ TEST(RemoteTest, ACutLinkIsNoticedAndTheNodeRejoinsAfterTheHeal) {
   EXPECT_GT(row.unrolls, gone->node("n1")->unrolls) << "no unroll since the heal\n" << back->json;
   std::cout << "[ remote   ] rejoined and sending " << seconds_since(healed)
             << " s after the heal; disconnects " << row.disconnects << "\n";
+
+  // The node's side: its log says when it ended the old session.
+  const auto ended = log_line_time(slurp(job.log_path("node-n1.log")), {before->session, "ended"});
+  ASSERT_TRUE(ended) << "the node never logged the end of session " << before->session << "\n"
+                     << job.tail("node-n1.log");
+  EXPECT_LT(*ended - cut_unix, 10.0) << "keepalives should end the node's session in about 5 s";
+  std::cout << "[ remote   ] the node ended its session " << *ended - cut_unix
+            << " s after the cut\n";
 
   const auto [k, a] = stop_and_account(job, learner, node);
   if (k) {

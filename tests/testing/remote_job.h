@@ -13,11 +13,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,6 +137,34 @@ inline std::optional<NodeAccounting> node_accounting(const std::string& log,
                           std::stoull((*it)[4]), std::stoull((*it)[5])};
   }
   return last;
+}
+
+// The time (Unix seconds) of the first line of `log` holding every one of
+// `needles`, from spdlog's local-time prefix "YYYY-MM-DD HH:MM:SS.mmm"; nothing
+// when no line holds them all.
+inline std::optional<double> log_line_time(const std::string& log,
+                                           const std::vector<std::string>& needles) {
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    bool all = true;
+    for (const std::string& n : needles) all = all && line.find(n) != std::string::npos;
+    if (!all) continue;
+    std::tm tm{};
+    int millis = 0;
+    if (std::sscanf(line.c_str(), "%d-%d-%d %d:%d:%d.%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &millis) != 7) {
+      continue;
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_isdst = -1;
+    return static_cast<double>(std::mktime(&tm)) + millis / 1000.0;
+  }
+  return std::nullopt;
+}
+
+inline double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // Resident memory of `pid` in KiB (VmRSS), or -1 once it is gone.
