@@ -33,10 +33,12 @@ using Side = NetnsPair::Side;
 // Stops the job (control plane in namespace a); both ends exit 0 and the
 // node's counters add up to what the learner committed from it.
 void stop_and_account(const RemoteJob& job, RankProcess& learner, RankProcess& node) {
+  const Leftovers node_leftovers = Leftovers::of(node);
   const auto [code, out] = job.control("stop");
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(learner.wait(60s), std::optional<int>(0)) << job.tail("learner.log");
   EXPECT_EQ(node.wait(20s), std::optional<int>(0)) << job.tail("node-n1.log");
+  EXPECT_EQ(node_leftovers.after_exit(), "") << "the node left something behind";
   const auto k = learner_node_line(slurp(job.log_path("learner.log")), "n1");
   const auto a = node_accounting(slurp(job.log_path("node-n1.log")), "n1");
   ASSERT_TRUE(k) << job.tail("learner.log");
@@ -273,6 +275,7 @@ TEST(RemoteFaultsTest, ANodeCutOffFromItsLearnerGivesUpWithExit75) {
   ASSERT_FALSE(address.empty()) << job.tail("learner.log");
   RankProcess node = job.start_node(address, {"--give-up-after", "6"});
   ASSERT_TRUE(job.wait_unrolls_past(10, 60s)) << job.tail("learner.log") << job.tail("node-n1.log");
+  const Leftovers node_leftovers = Leftovers::of(node);
   const auto cut = Clock::now();
   net.cut();
   const std::optional<int> exit = node.wait(25s);
@@ -283,6 +286,7 @@ TEST(RemoteFaultsTest, ANodeCutOffFromItsLearnerGivesUpWithExit75) {
   std::cout << "[ remote   ] the cut-off node exited 75 after " << took
             << " s: " << last_line(slurp(job.log_path("node-n1.log"))) << "\n";
   EXPECT_GE(took, 6.0) << "it gave up before --give-up-after";
+  EXPECT_EQ(node_leftovers.after_exit(), "") << "the node left something behind";
   EXPECT_FALSE(learner.wait(0ms)) << job.tail("learner.log");
   const auto [code, out] = job.control("stop");
   EXPECT_EQ(code, 0) << out;

@@ -34,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 // over all its sessions with this one learner process). Returns both lines.
 std::pair<std::optional<LearnerNodeLine>, std::optional<NodeAccounting>> stop_and_account(
     const RemoteJob& job, RankProcess& learner, RankProcess& node, bool exact = true) {
+  const Leftovers node_leftovers = Leftovers::of(node);
   const auto [code, out] = job.control("stop");
   EXPECT_EQ(code, 0) << out;
   const std::optional<int> learner_exit = learner.wait(60s);
@@ -48,6 +49,8 @@ std::pair<std::optional<LearnerNodeLine>, std::optional<NodeAccounting>> stop_an
       << job.tail("node-n1.log");
   std::cout << "[ remote   ] node exited " << status_text(node_exit) << " "
             << seconds_since(stopped) << " s after the learner\n";
+  EXPECT_EQ(node_leftovers.after_exit(), "") << "the node left something behind";
+  EXPECT_TRUE(leftover_segments(job.name).empty()) << joined(leftover_segments(job.name));
   const std::string learner_log = slurp(job.log_path(
       std::filesystem::exists(job.log_path("learner-resumed.log")) ? "learner-resumed.log"
                                                                    : "learner.log"));
@@ -90,6 +93,10 @@ TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
             std::filesystem::perms::none);
   const auto start = Clock::now();
   RankProcess node = job.start_node(address);
+  ASSERT_TRUE(wait_for([&] { return !children_of(node.pid()).empty(); }, 30s))
+      << "the node started no actor process\n"
+      << job.tail("node-n1.log");
+  const Leftovers node_leftovers = Leftovers::of(node);
 
   const std::optional<int> learner_exit = learner.wait(150s);
   ASSERT_EQ(learner_exit, std::optional<int>(0))
@@ -109,6 +116,8 @@ TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
       << "\n"
       << job.tail("node-n1.log");
   std::cout << "[ remote   ] node exited 0 " << seconds_since(ended) << " s after the learner\n";
+  EXPECT_EQ(node_leftovers.after_exit(), "") << "the node left something behind";
+  EXPECT_TRUE(leftover_segments(job.name).empty()) << joined(leftover_segments(job.name));
   const auto k = learner_node_line(learner_log, "n1");
   const auto a = node_accounting(slurp(job.log_path("node-n1.log")), "n1");
   ASSERT_TRUE(k) << RankProcess::tail(learner_log, 3000);

@@ -167,6 +167,28 @@ inline double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A running process's children and pid, to check once it has exited that
+// it left nothing behind.
+struct Leftovers {
+  pid_t pid = -1;
+  std::vector<pid_t> children;
+
+  static Leftovers of(const RankProcess& process) {
+    return {process.pid(), children_of(process.pid())};
+  }
+  // "" when its children are gone (within 5 s) and /dev/shm holds no
+  // segment named with its pid; else what is left.
+  std::string after_exit() const {
+    std::string left;
+    if (!all_gone(children, std::chrono::seconds(5))) left += "a child outlived it; ";
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      const auto fields = buffer::parse_segment_name(entry.path().filename().string());
+      if (fields && fields->pid == pid) left += "segment " + entry.path().string() + "; ";
+    }
+    return left;
+  }
+};
+
 // Resident memory of `pid` in KiB (VmRSS), or -1 once it is gone.
 inline long rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
