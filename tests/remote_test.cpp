@@ -127,7 +127,8 @@ TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
   EXPECT_EQ(a->acked, k->unrolls);
   EXPECT_EQ(k->sessions, 1u);
   EXPECT_EQ(k->disconnects, 0u);
-  EXPECT_EQ(a->lost, 0u) << "nothing was lost on a link that never broke";
+  // Unrolls in flight when the job ended are lost in flight (the learner
+  // neither acks nor commits them): exact either way, so no bound on them.
   std::cout << "[ remote   ] learner: " << k->unrolls << " unrolls; node: committed "
             << a->committed << " = acked " << a->acked << " + lost " << a->lost << " + discarded "
             << a->discarded << " + unsent " << a->unsent << "\n";
