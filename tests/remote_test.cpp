@@ -127,8 +127,8 @@ TEST(RemoteTest, OneNodeAloneTrainsCartPoleToTheTargetAndLeavesWhenTheJobEnds) {
   EXPECT_EQ(a->acked, k->unrolls);
   EXPECT_EQ(k->sessions, 1u);
   EXPECT_EQ(k->disconnects, 0u);
-  // Unrolls in flight when the job ended are lost in flight (the learner
-  // neither acks nor commits them): exact either way, so no bound on them.
+  // Unrolls in flight when the job ends may count as lost in flight: no
+  // bound on those, only that acked is what the learner committed.
   std::cout << "[ remote   ] learner: " << k->unrolls << " unrolls; node: committed "
             << a->committed << " = acked " << a->acked << " + lost " << a->lost << " + discarded "
             << a->discarded << " + unsent " << a->unsent << "\n";
