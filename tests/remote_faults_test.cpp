@@ -30,28 +30,6 @@ using Side = NetnsPair::Side;
   if (auto why = NetnsPair::unavailable()) GTEST_SKIP() << *why; \
   static_assert(true)
 
-// Stops the job (control plane in namespace a); both ends exit 0 and the
-// node's counters add up to what the learner committed from it.
-void stop_and_account(const RemoteJob& job, RankProcess& learner, RankProcess& node) {
-  const Leftovers node_leftovers = Leftovers::of(node);
-  const auto [code, out] = job.control("stop");
-  EXPECT_EQ(code, 0) << out;
-  EXPECT_EQ(learner.wait(60s), std::optional<int>(0)) << job.tail("learner.log");
-  EXPECT_EQ(node.wait(20s), std::optional<int>(0)) << job.tail("node-n1.log");
-  EXPECT_EQ(node_leftovers.after_exit(), "") << "the node left something behind";
-  const auto k = learner_node_line(slurp(job.log_path("learner.log")), "n1");
-  const auto a = node_accounting(slurp(job.log_path("node-n1.log")), "n1");
-  ASSERT_TRUE(k) << job.tail("learner.log");
-  ASSERT_TRUE(a) << job.tail("node-n1.log");
-  std::cout << "[ remote   ] learner: " << k->unrolls << " unrolls over " << k->sessions
-            << " sessions (" << k->disconnects << " disconnects); node: committed " << a->committed
-            << " = acked " << a->acked << " + lost " << a->lost << " + discarded " << a->discarded
-            << " + unsent " << a->unsent << "\n";
-  EXPECT_TRUE(a->adds_up()) << a->committed << " ≠ " << a->acked << " + " << a->lost << " + "
-                            << a->discarded << " + " << a->unsent;
-  EXPECT_EQ(a->acked, k->unrolls) << "the node's acked count is not the learner's";
-}
-
 // A learner training until stopped and node n1 sending to it; false (with
 // the logs in the failure) when the node's unrolls do not arrive.
 struct RunningJob {

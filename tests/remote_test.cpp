@@ -28,53 +28,6 @@ using Clock = std::chrono::steady_clock;
   if (auto why = NetnsPair::unavailable()) GTEST_SKIP() << *why; \
   static_assert(true)
 
-// Stops the job over its control plane (inside namespace a) and checks that
-// both ends exit 0 and account for every unroll: the node's four counters add
-// up, and its acked count is what the learner committed from it (`exact`:
-// over all its sessions with this one learner process). Returns both lines.
-std::pair<std::optional<LearnerNodeLine>, std::optional<NodeAccounting>> stop_and_account(
-    const RemoteJob& job, RankProcess& learner, RankProcess& node, bool exact = true) {
-  const Leftovers node_leftovers = Leftovers::of(node);
-  const auto [code, out] = job.control("stop");
-  EXPECT_EQ(code, 0) << out;
-  const std::optional<int> learner_exit = learner.wait(60s);
-  EXPECT_EQ(learner_exit, std::optional<int>(0))
-      << "learner after stop: " << status_text(learner_exit) << "\n"
-      << job.tail("learner.log") << job.tail("learner-resumed.log");
-  const auto stopped = Clock::now();
-  const std::optional<int> node_exit = node.wait(20s);
-  EXPECT_EQ(node_exit, std::optional<int>(0))
-      << "node " << seconds_since(stopped) << " s after the learner: " << status_text(node_exit)
-      << "\n"
-      << job.tail("node-n1.log");
-  std::cout << "[ remote   ] node exited " << status_text(node_exit) << " "
-            << seconds_since(stopped) << " s after the learner\n";
-  EXPECT_EQ(node_leftovers.after_exit(), "") << "the node left something behind";
-  EXPECT_TRUE(leftover_segments(job.name).empty()) << joined(leftover_segments(job.name));
-  const std::string learner_log = slurp(job.log_path(
-      std::filesystem::exists(job.log_path("learner-resumed.log")) ? "learner-resumed.log"
-                                                                   : "learner.log"));
-  const auto k = learner_node_line(learner_log, "n1");
-  const auto a = node_accounting(slurp(job.log_path("node-n1.log")), "n1");
-  EXPECT_TRUE(k) << "no `remote node n1: K unrolls over S sessions` line\n"
-                 << RankProcess::tail(learner_log, 3000);
-  EXPECT_TRUE(a) << "no `node n1: unrolls committed …` line\n" << job.tail("node-n1.log");
-  if (!k || !a) return {k, a};
-  std::cout << "[ remote   ] learner: " << k->unrolls << " unrolls over " << k->sessions
-            << " sessions (" << k->disconnects << " disconnects); node: committed " << a->committed
-            << " = acked " << a->acked << " + lost " << a->lost << " + discarded " << a->discarded
-            << " + unsent " << a->unsent << "\n";
-  EXPECT_TRUE(a->adds_up()) << "committed " << a->committed << " ≠ " << a->acked << " + " << a->lost
-                            << " + " << a->discarded << " + " << a->unsent;
-  if (exact) {
-    EXPECT_EQ(a->acked, k->unrolls) << "the node's acked count is not the learner's";
-  } else {
-    EXPECT_LE(k->unrolls, a->acked) << "this learner committed more than the node saw acked";
-  }
-  EXPECT_GT(k->unrolls, 0u);
-  return {k, a};
-}
-
 // CartPole's preset (configs/cartpole.toml, the built-in defaults): solved to
 // 475 in about 700 k env steps, seconds on one local actor process.
 constexpr const char* kTarget = "run.target_return=475";

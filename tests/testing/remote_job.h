@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -219,42 +220,28 @@ class RemoteJob {
   RemoteJob& operator=(const RemoteJob&) = delete;
 
   // `pronghorn train` in namespace a with no local actors, remote.address on
-  // a's veth address (port 0 unless `remote_address` says), the control
-  // plane on a's loopback, reports every 0.5 s, and `sets` ("key=value")
-  // after. `log` names its log file under the job's directory.
-  RankProcess start_learner(const std::vector<std::string>& sets,
-                            const std::string& log = "learner.log",
-                            const std::string& remote_address = "") const {
-    std::vector<std::string> argv = {
-        "env", "-u", "PRONGHORN_TOKEN", PRONGHORN_BIN, "--log-level", "info", "train"};
-    std::vector<std::string> all = {
-        "run.name=" + name,
-        "run.dir=" + base + "/runs",
-        "actor.count=0",
-        "remote.address=" + (remote_address.empty() ? net_.address_a() + ":0" : remote_address),
-        "server.address=127.0.0.1:0",
-        "server.metrics_port=-1",
-        "run.report_interval_s=0.5"};
+  // a's veth address (port 0), the control plane on a's loopback, reports
+  // every 0.5 s, then `sets` ("key=value"); its log in learner.log.
+  RankProcess start_learner(const std::vector<std::string>& sets) const {
+    std::vector<std::string> argv = command("train");
+    std::vector<std::string> all = {"run.name=" + name,
+                                    "run.dir=" + base + "/runs",
+                                    "actor.count=0",
+                                    "remote.address=" + net_.address_a() + ":0",
+                                    "server.address=127.0.0.1:0",
+                                    "server.metrics_port=-1",
+                                    "run.report_interval_s=0.5"};
     all.insert(all.end(), sets.begin(), sets.end());
     for (const std::string& s : all) argv.insert(argv.end(), {"--set", s});
-    return spawn(Side::a, argv, log);
+    return spawn(Side::a, argv, "learner.log");
   }
 
   // `train --resume` of this job's run in namespace a, serving `remote_address`.
   RankProcess resume_learner(const std::string& remote_address,
                              const std::vector<std::string>& sets,
                              const std::string& log = "learner-resumed.log") const {
-    std::vector<std::string> argv = {"env",
-                                     "-u",
-                                     "PRONGHORN_TOKEN",
-                                     PRONGHORN_BIN,
-                                     "--log-level",
-                                     "info",
-                                     "train",
-                                     "--resume",
-                                     run,
-                                     "--set",
-                                     "remote.address=" + remote_address};
+    std::vector<std::string> argv = command("train");
+    argv.insert(argv.end(), {"--resume", run, "--set", "remote.address=" + remote_address});
     for (const std::string& s : sets) argv.insert(argv.end(), {"--set", s});
     return spawn(Side::a, argv, log);
   }
@@ -263,21 +250,10 @@ class RemoteJob {
   // the job's token file and one process, then `extra` arguments.
   RankProcess start_node(const std::string& learner, const std::vector<std::string>& extra = {},
                          const std::string& node = "n1", const std::string& token_file = "") const {
-    std::vector<std::string> argv = {"env",
-                                     "-u",
-                                     "PRONGHORN_TOKEN",
-                                     PRONGHORN_BIN,
-                                     "--log-level",
-                                     "info",
-                                     "actor",
-                                     "--learner",
-                                     learner,
-                                     "--token-file",
-                                     token_file.empty() ? run + "/token" : token_file,
-                                     "--processes",
-                                     "1",
-                                     "--name",
-                                     node};
+    std::vector<std::string> argv = command("actor");
+    argv.insert(argv.end(), {"--learner", learner, "--token-file",
+                             token_file.empty() ? run + "/token" : token_file, "--processes", "1",
+                             "--name", node});
     argv.insert(argv.end(), extra.begin(), extra.end());
     return spawn(Side::b, argv, "node-" + node + ".log");
   }
@@ -351,6 +327,11 @@ class RemoteJob {
   }
 
  private:
+  // `pronghorn --log-level info <subcommand>`, with no token from our environment.
+  static std::vector<std::string> command(const char* subcommand) {
+    return {"env", "-u", "PRONGHORN_TOKEN", PRONGHORN_BIN, "--log-level", "info", subcommand};
+  }
+
   RankProcess spawn(Side side, const std::vector<std::string>& argv, const std::string& log) const {
     const std::string path = log_path(log);
     return RankProcess(net_.spawn_in(side, argv, path), path, path);
@@ -363,5 +344,52 @@ class RemoteJob {
   const std::string base;  // the temporary directory of everything
   const std::string run;   // the learner's run directory
 };
+
+// Stops the job over its control plane (inside namespace a) and checks that
+// both ends exit 0 and account for every unroll: the node's four counters add
+// up, and its acked count is what the learner committed from it (`exact`:
+// over all its sessions with this one learner process). Returns both lines.
+inline std::pair<std::optional<LearnerNodeLine>, std::optional<NodeAccounting>> stop_and_account(
+    const RemoteJob& job, RankProcess& learner, RankProcess& node, bool exact = true) {
+  const Leftovers node_leftovers = Leftovers::of(node);
+  const auto [code, out] = job.control("stop");
+  EXPECT_EQ(code, 0) << out;
+  const std::optional<int> learner_exit = learner.wait(std::chrono::seconds(60));
+  EXPECT_EQ(learner_exit, std::optional<int>(0))
+      << "learner after stop: " << status_text(learner_exit) << "\n"
+      << job.tail("learner.log") << job.tail("learner-resumed.log");
+  const auto stopped = std::chrono::steady_clock::now();
+  const std::optional<int> node_exit = node.wait(std::chrono::seconds(20));
+  EXPECT_EQ(node_exit, std::optional<int>(0))
+      << "node " << seconds_since(stopped) << " s after the learner: " << status_text(node_exit)
+      << "\n"
+      << job.tail("node-n1.log");
+  std::cout << "[ remote   ] node exited " << status_text(node_exit) << " "
+            << seconds_since(stopped) << " s after the learner\n";
+  EXPECT_EQ(node_leftovers.after_exit(), "") << "the node left something behind";
+  EXPECT_TRUE(leftover_segments(job.name).empty()) << joined(leftover_segments(job.name));
+  const std::string learner_log = slurp(job.log_path(
+      std::filesystem::exists(job.log_path("learner-resumed.log")) ? "learner-resumed.log"
+                                                                   : "learner.log"));
+  const auto k = learner_node_line(learner_log, "n1");
+  const auto a = node_accounting(slurp(job.log_path("node-n1.log")), "n1");
+  EXPECT_TRUE(k) << "no `remote node n1: K unrolls over S sessions` line\n"
+                 << RankProcess::tail(learner_log, 3000);
+  EXPECT_TRUE(a) << "no `node n1: unrolls committed …` line\n" << job.tail("node-n1.log");
+  if (!k || !a) return {k, a};
+  std::cout << "[ remote   ] learner: " << k->unrolls << " unrolls over " << k->sessions
+            << " sessions (" << k->disconnects << " disconnects); node: committed " << a->committed
+            << " = acked " << a->acked << " + lost " << a->lost << " + discarded " << a->discarded
+            << " + unsent " << a->unsent << "\n";
+  EXPECT_TRUE(a->adds_up()) << "committed " << a->committed << " ≠ " << a->acked << " + " << a->lost
+                            << " + " << a->discarded << " + " << a->unsent;
+  if (exact) {
+    EXPECT_EQ(a->acked, k->unrolls) << "the node's acked count is not the learner's";
+  } else {
+    EXPECT_LE(k->unrolls, a->acked) << "this learner committed more than the node saw acked";
+  }
+  EXPECT_GT(k->unrolls, 0u);
+  return {k, a};
+}
 
 }  // namespace pronghorn::testing
