@@ -83,14 +83,19 @@ TEST(RemoteFaultsTest, ThirtyPercentLossIsSlowerButNothingIsLostUncounted) {
   const double halfway = j.unrolls();
   std::this_thread::sleep_until(lossy + 20s);
   const double at_end = j.unrolls();
+  const auto view = j.job.status();
   EXPECT_FALSE(j.learner.wait(0ms)) << j.job.tail("learner.log");
   EXPECT_FALSE(j.node.wait(0ms)) << j.job.tail("node-n1.log");
   nft(net, Side::a, "delete table " + table);
-  const double lossy_rate = (at_end - at_loss) / 20.0;
-  std::cout << "[ remote   ] unrolls/s: " << clean_rate << " clean, " << lossy_rate
-            << " with 30% loss\n";
-  EXPECT_GT(halfway, at_loss) << "no unroll arrived in the first 10 s of loss";
-  EXPECT_GT(at_end, halfway) << "no unroll arrived in the last 10 s of loss";
+  std::cout << "[ remote   ] unrolls/s: " << clean_rate << " clean, " << (halfway - at_loss) / 10
+            << " then " << (at_end - halfway) / 10 << " with 30% loss; "
+            << (view && view->node("n1") ? view->node("n1")->disconnects : 0) << " disconnects\n";
+  // Keepalives may take a slow link for a dead one (pings queue behind
+  // unrolls and retransmits): a rejoin, backing off, can eat a 10 s half.
+  EXPECT_GT(at_end, at_loss) << "no unroll arrived in 20 s of 30% loss";
+  EXPECT_TRUE(j.job.wait_unrolls_past(static_cast<uint64_t>(at_end), 20s))
+      << "unrolls did not flow again once the loss ended\n"
+      << j.job.tail("node-n1.log");
   stop_and_account(j.job, j.learner, j.node);
 }
 
