@@ -78,8 +78,8 @@ std::unique_ptr<buffer::Ring> Learner::Loop::create_ring(const Config& c, const 
 void Learner::Loop::start_actors() {
   const int actors = initial_actors_;
   supervisor_.emplace(
-      std::vector<std::string>{"actor-process", "--ring", ring_name_, "--slab", slab_name_, "--config",
-                               o_.run_dir + "/config.toml", "--learner-pid",
+      std::vector<std::string>{"actor-process", "--ring", ring_name_, "--slab", slab_name_,
+                               "--config", o_.run_dir + "/config.toml", "--learner-pid",
                                std::to_string(getpid()), "--rank", std::to_string(rank_)},
       actors,
       SupervisorOptions{.limits = {c_.actor.max_crashes, as_duration(c_.actor.stall_timeout_s)}});
@@ -204,7 +204,6 @@ void Learner::Loop::report(Clock::time_point now) {
   last_report_ = now;
   steps_at_report_ = stats_.env_steps;
   learner_steps_at_report_ = stats_.learner_steps;
-  if (remote_) remote_rows_ = remote_->nodes();
   const v1::Status s = status();
   board_.publish(s);
   reporter_.report(s, stats_, seconds(now - start_));
@@ -227,6 +226,7 @@ TrainResult Learner::Loop::run() {
     if (stop_requested_ && !parallel_) break;
     auto now = Clock::now();
     if (now - last_status >= 100ms) {
+      if (remote_) remote_rows_ = remote_->nodes();  // fresh while nothing trains, too
       publish_status();
       last_status = now;
     }

@@ -86,12 +86,12 @@ class Learner::Loop {
   // Destroyed in reverse: the prefetcher, then the actors.
   std::optional<Supervisor> supervisor_;
   std::optional<BatchPrefetcher> prefetcher_;
-  std::unique_ptr<RemoteActors> remote_;  // destroyed first: it writes into the ring
+  std::unique_ptr<RemoteActors> remote_;     // destroyed first: it writes into the ring
   std::vector<v1::RemoteNode> remote_rows_;  // as of the last report
   bool stop_requested_ = false, checkpoint_at_stop_ = true;
-  double cluster_return_ = 0;  // several learners: the return that reached the target
-  std::vector<v1::RankStatus> rank_rows_;  // rank 0 of several: every rank's last row
-  bool enter_at_once_ = false;            // several learners: see run()
+  double cluster_return_ = 0;                // several learners: the return that reached the target
+  std::vector<v1::RankStatus> rank_rows_;    // rank 0 of several: every rank's last row
+  bool enter_at_once_ = false;               // several learners: see run()
   std::vector<ControlAnswer> stop_replies_;  // answered once stopped
   Clock::time_point last_report_;
   uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts

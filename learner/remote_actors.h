@@ -18,8 +18,7 @@ namespace pronghorn::learner {
 class RemoteActors {
  public:
   virtual ~RemoteActors() = default;
-  // Every node that joined, ended sessions included; rates over the time
-  // since the previous call.
+  // Every node that joined, ended sessions included.
   virtual std::vector<v1::RemoteNode> nodes() = 0;
   // Asks node `name` for `processes` actor processes; false when no node of
   // that name joined.

@@ -20,6 +20,10 @@
 // previous incarnation's), or left unsent at exit; the node logs the four
 // at exit and they add up to the committed count.
 //
+// Files: node_session.h (channel, Join, the job's checks), node_weights.h
+// (chunks → slab, the version map), node_uploader.h (ring → stream, the
+// tally); actor_node.cpp wires them and supervises the actors.
+//
 // Ends: 0 on `stop` (SIGTERM/SIGINT) or when the learner says the job ended;
 // 75 (kExitTransient) when no learner has answered for give_up_after_s;
 // UsageError (exit 2) when refused (wrong token, version, plugin or spec),
@@ -43,8 +47,15 @@ struct NodeOptions {
   std::string version;                     // this build's (PRONGHORN_VERSION), sent at Join
 };
 
-// Runs the node until it ends; returns the exit code (0 or 75), or throws
-// UsageError when refused and Error on a failure here.
-int run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop);
+// How the node ended: code 0 (stopped, or the job ended) or 75
+// (kExitTransient: gave up), and the one line that says why.
+struct NodeExit {
+  int code = 0;
+  std::string line;
+};
+
+// Runs the node until it ends. Throws UsageError when refused (exit 2) and
+// Error on a failure here (actors that keep crashing: exit 1).
+NodeExit run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop);
 
 }  // namespace pronghorn::remote

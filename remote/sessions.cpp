@@ -17,6 +17,13 @@ using namespace std::chrono_literals;
 constexpr size_t kEndedSessionsKept = 4096;  // for rejoins naming their previous session
 constexpr auto kUnopenedSessionLife = 60s;
 
+// An unroll of `s` may still be committed: its stream can still ack it (a
+// read may complete after Finish, and a stream finishing in error sends no
+// more replies; an unacked unroll is one the node counts as lost).
+bool can_commit(const Session& s) {
+  return s.current && !s.finished && (!s.finish || s.finish->ok());
+}
+
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
@@ -56,7 +63,9 @@ Sessions::~Sessions() {
 
 Poke Sessions::poke(Session& s) {
   if (s.stream == nullptr || s.finished || s.writing) return {};
-  if (s.finish) {
+  // A stream ending well acks every unroll it committed first: the node
+  // counts an unacked one as lost in flight.
+  if (s.finish && !(s.finish->ok() && s.last_sequence != s.acked_told)) {
     s.finished = true;
     return {s.stream, StreamAction::kFinish, *s.finish};
   }
@@ -83,7 +92,7 @@ Poke Sessions::poke(Session& s) {
 void Sessions::end_session(Session& s, std::vector<Poke>& pokes) {
   if (!s.current) return;
   s.current = false;
-  ended_received_[s.id] = s.received;
+  ended_received_[s.id] = {s.node, s.received};
   ended_order_.push_back(s.id);
   if (ended_order_.size() > kEndedSessionsKept) {
     ended_received_.erase(ended_order_.front());
@@ -111,30 +120,33 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
     // cannot pile sessions up.
     std::vector<std::shared_ptr<Session>> idle;
     for (auto& [id, s] : sessions_) {
-      if (s->stream == nullptr && Clock::now() - s->joined > kUnopenedSessionLife) idle.push_back(s);
+      if (s->stream == nullptr && Clock::now() - s->joined > kUnopenedSessionLife)
+        idle.push_back(s);
     }
     for (const auto& s : idle) end_session(*s, pokes);
     Node& node = nodes_[request.node_name()];
+    // Only this node's own sessions: a previous_session naming another
+    // node's ends nothing and learns nothing.
     for (const std::string& id : {node.session, request.previous_session()}) {
       auto found = sessions_.find(id);
-      if (found != sessions_.end()) {
+      if (found != sessions_.end() && found->second->node == request.node_name()) {
         const std::shared_ptr<Session> keep = found->second;
         end_session(*keep, pokes);
       }
     }
     if (auto found = ended_received_.find(request.previous_session());
-        found != ended_received_.end()) {
-      joined.previous_received = static_cast<int64_t>(found->second);
+        found != ended_received_.end() && found->second.first == request.node_name()) {
+      joined.previous_received = static_cast<int64_t>(found->second.second);
     }
     auto session = std::make_shared<Session>();
     session->id = generate_token().substr(0, 16);
     session->node = request.node_name();
     session->joined = Clock::now();
     sessions_[session->id] = session;
-    if (node.sessions++ == 0) {
+    if (node.sessions++ == 0) node.rate_since = Clock::now();
+    if (!node.scaled) {  // the node's own count (it may have restarted with another)
       node.desired =
           request.processes() > 0 ? request.processes() : static_cast<uint32_t>(default_processes_);
-      node.rate_since = Clock::now();
     }
     node.session = session->id;
     node.last_seen = Clock::now();
@@ -186,7 +198,7 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
   uint32_t slot = 0;
   {
     std::lock_guard lock(mutex_);
-    if (!s.current) return {StatusCode::ABORTED, "session ended"};
+    if (!can_commit(s)) return {StatusCode::ABORTED, "session ended"};
     if (m.sequence() != s.last_sequence + 1) {
       return {StatusCode::INVALID_ARGUMENT,
               fmt::format("unroll sequence {}: expected {}", m.sequence(), s.last_sequence + 1)};
@@ -205,7 +217,7 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
   }
   std::memcpy(ring_.slot_data(slot), m.slot().data(), slot_bytes_);
   std::lock_guard lock(mutex_);
-  if (!s.current) {  // replaced meanwhile: not counted, not committed
+  if (!can_commit(s)) {  // replaced or ended meanwhile: not counted, not committed
     ring_.abandon(slot);
     return {StatusCode::ABORTED, "session ended"};
   }
@@ -303,10 +315,13 @@ std::vector<v1::RemoteNode> Sessions::nodes() {
     row.set_peer(node.peer);
     row.set_processes_alive(node.alive);
     row.set_processes_desired(node.desired);
-    const double interval = seconds_between(node.rate_since, now);
-    row.set_unrolls_per_s(interval > 0 ? (node.unrolls - node.unrolls_at_rate) / interval : 0);
-    node.unrolls_at_rate = node.unrolls;
-    node.rate_since = now;
+    // The rate over whole seconds: callers ask every 100 ms.
+    if (const double interval = seconds_between(node.rate_since, now); interval >= 1.0) {
+      node.rate = (node.unrolls - node.unrolls_at_rate) / interval;
+      node.unrolls_at_rate = node.unrolls;
+      node.rate_since = now;
+    }
+    row.set_unrolls_per_s(node.rate);
     row.set_unrolls(node.unrolls);
     row.set_last_seen_s(seconds_between(node.last_seen, now));
     row.set_disconnects(node.disconnects);
@@ -322,6 +337,7 @@ bool Sessions::scale(const std::string& name, int processes) {
     auto found = nodes_.find(name);
     if (found == nodes_.end()) return false;
     found->second.desired = static_cast<uint32_t>(processes);
+    found->second.scaled = true;
     auto session = sessions_.find(found->second.session);
     if (session != sessions_.end()) next = poke(*session->second);
   }

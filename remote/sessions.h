@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "buffer/ring.h"
@@ -125,9 +126,11 @@ class Sessions {
     std::string session, peer;
     bool connected = false;
     uint32_t alive = 0, desired = 0;
+    bool scaled = false;  // desired set by scale(): it wins over the node's own count
     uint64_t unrolls = 0, unrolls_at_rate = 0;
     Clock::time_point last_seen{}, rate_since{};
     uint32_t disconnects = 0, sessions = 0;
+    double rate = 0;  // unrolls/s over the last whole second or more
   };
   void grant();                               // the granter thread
   std::shared_ptr<Session> wanting_credit();  // under mutex_
@@ -143,7 +146,8 @@ class Sessions {
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // a session wants credit, or a stream closed
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // current ones, by id
-  std::map<std::string, uint64_t> ended_received_;  // ended sessions' counts (the newest kept)
+  // Ended sessions' node and count of unrolls committed (the newest kept).
+  std::map<std::string, std::pair<std::string, uint64_t>> ended_received_;
   std::deque<std::string> ended_order_;
   std::map<std::string, Node> nodes_;  // by name
   size_t open_streams_ = 0;

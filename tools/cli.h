@@ -32,7 +32,8 @@ Command add_config_command(CLI::App& app);
 Command add_envs_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
-Command add_actor_command(CLI::App& app);
+Command add_actor_command(CLI::App& app);          // an actor-only node (cmd_actor.cpp)
+Command add_actor_process_command(CLI::App& app);  // one actor process (hidden)
 Command add_probe_env_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_status_command(CLI::App& app);
@@ -41,10 +42,11 @@ Command add_checkpoint_command(CLI::App& app);
 Command add_stop_command(CLI::App& app);
 Command add_clean_command(CLI::App& app);
 
-// `bench kernels`, `bench ring` and `bench collective`, under `bench`; each
-// sets `run` to what it does.
+// `bench kernels`, `bench ring`, `bench collective` and `bench remote`, under
+// `bench`; each sets `run` to what it does.
 CLI::App* add_bench_kernels(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_ring(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_collective(CLI::App& bench, std::function<void()>& run);
+CLI::App* add_bench_remote(CLI::App& bench, std::function<void()>& run);
 
 }  // namespace pronghorn::cli

@@ -4,6 +4,8 @@
 //   bench ring     actor→learner GB/s through the ring against memcpy (bench_ring.cpp)
 //   bench collective  the learners' gradient all-reduce against raw c10d Gloo
 //                     (bench_collective.cpp)
+//   bench remote   unrolls/s through the actor gateway against the ring and raw
+//                  gRPC (bench_remote.cpp)
 // Each thread steps its own K envs with actions drawn before timing starts.
 #include <fmt/format.h>
 
@@ -121,15 +123,18 @@ Command add_bench_command(CLI::App& app) {
   env->add_option("--seconds", args->seconds, "measuring time")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
-  std::function<void()> run_kernels, run_ring, run_collective;
+  std::function<void()> run_kernels, run_ring, run_collective, run_remote;
   CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
   CLI::App* ring = add_bench_ring(*bench, run_ring);
   CLI::App* collective = add_bench_collective(*bench, run_collective);
-  return {bench, [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective] {
+  CLI::App* remote = add_bench_remote(*bench, run_remote);
+  return {bench, [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective,
+                  remote, run_remote] {
             if (env->parsed()) bench_env(*args);
             if (kernels->parsed()) run_kernels();
             if (ring->parsed()) run_ring();
             if (collective->parsed()) run_collective();
+            if (remote->parsed()) run_remote();
           }};
 }
 

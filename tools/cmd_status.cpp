@@ -101,8 +101,9 @@ std::string table(const v1::Status& s) {
   if (!s.remote_address().empty()) {  // actor-only nodes join there
     out += fmt::format("\nactor-only nodes join at {}\n", s.remote_address());
     if (s.remote_nodes_size() > 0) {
-      out += fmt::format("{:<16} {:>9} {:>10} {:>12} {:>10} {:>8} {:>11}  {}\n", "node", "processes",
-                         "unrolls/s", "unrolls", "last seen", "session", "disconnects", "peer");
+      out +=
+          fmt::format("{:<16} {:>9} {:>10} {:>12} {:>10} {:>8} {:>11}  {}\n", "node", "processes",
+                      "unrolls/s", "unrolls", "last seen", "session", "disconnects", "peer");
     }
     for (const v1::RemoteNode& n : s.remote_nodes()) {
       out += fmt::format("{:<16} {:>9} {:>10.1f} {:>12} {:>8.1f} s {:>8} {:>11}  {}\n", n.name(),

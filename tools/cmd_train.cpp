@@ -1,7 +1,7 @@
 // `pronghorn train`: one whole job on this machine — a learner that spawns and
 // supervises the actors (docs/architecture.md §2) — writing its run directory:
 // config.toml, metrics.jsonl, train.log. Ctrl-C stops it cleanly.
-// `pronghorn actor` is the actor process the learner starts (not for users).
+// `pronghorn actor-process` is the actor process the learner starts (not for users).
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -207,10 +207,10 @@ void run_train(const TrainArgs& args) {
     }
     install_stop_handlers();
     learner::ControlBoard board;
-    learner::Learner learner({config, env, dir, !args.resume.empty(), member.collective.get(),
-                              place.node_name, member.nodes, member.hosts,
-                              gateway_factory(config, env, dir, token)},
-                             board, g_stop);
+    learner::Learner learner(
+        {config, env, dir, !args.resume.empty(), member.collective.get(), place.node_name,
+         member.nodes, member.hosts, gateway_factory(config, env, dir, token)},
+        board, g_stop);
     control::ControlPlane control(config.server, dir, board, token);
     started = true;
     r = learner.run();
@@ -265,7 +265,7 @@ Command add_train_command(CLI::App& app) {
   return {command, [args] { run_train(*args); }};
 }
 
-Command add_actor_command(CLI::App& app) {
+Command add_actor_process_command(CLI::App& app) {
   struct ActorArgs {
     std::string config, ring, slab;
     uint32_t id = 0;
@@ -273,7 +273,8 @@ Command add_actor_command(CLI::App& app) {
     int learner_pid = 0;
   };
   auto args = std::make_shared<ActorArgs>();
-  CLI::App* command = app.add_subcommand("actor-process", "An actor process, started by the learner");
+  CLI::App* command =
+      app.add_subcommand("actor-process", "An actor process, started by the learner");
   command->group("");  // internal: not listed in --help
   command->add_option("--config", args->config, "the run's config.toml")->required();
   command->add_option("--ring", args->ring, "shm name of the ring")->required();

@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       pronghorn::cli::add_checkpoint_command(app), pronghorn::cli::add_stop_command(app),
       pronghorn::cli::add_clean_command(app),      pronghorn::cli::add_config_command(app),
       pronghorn::cli::add_envs_command(app),       pronghorn::cli::add_bench_command(app),
-      pronghorn::cli::add_actor_command(app),      pronghorn::cli::add_probe_env_command(app),
+      pronghorn::cli::add_actor_command(app),      pronghorn::cli::add_actor_process_command(app),
+      pronghorn::cli::add_probe_env_command(app),
   };
   // Set after the subcommands exist, so they do not inherit it: leftovers
   // reach reject_leftovers() only at the top level, to be named there.

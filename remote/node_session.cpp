@@ -1,0 +1,162 @@
+#include "remote/node_session.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "learner/job_check.h"
+#include "remote/wire.h"
+
+namespace pronghorn::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+std::string read_option_file(const std::string& option, const std::string& path) {
+  try {
+    return read_file(path);
+  } catch (const Error&) {
+    throw UsageError(option + " " + path + ": cannot read the file");
+  }
+}
+
+std::shared_ptr<grpc::ChannelCredentials> credentials(const NodeOptions& o) {
+  if (o.tls_ca.empty()) {
+    if (!o.tls_cert.empty()) throw UsageError("--tls-cert needs --tls-ca (the learner's CA)");
+    return grpc::InsecureChannelCredentials();
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    throw UsageError("--tls-cert and --tls-key: give both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = read_option_file("--tls-ca", o.tls_ca);
+  if (!o.tls_cert.empty()) {
+    ssl.pem_cert_chain = read_option_file("--tls-cert", o.tls_cert);
+    ssl.pem_private_key = read_option_file("--tls-key", o.tls_key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+bool refusal(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED ||
+         code == grpc::StatusCode::FAILED_PRECONDITION ||
+         code == grpc::StatusCode::INVALID_ARGUMENT;
+}
+
+// Waits `wait`, calling `tick` every 100 ms at most; false when `stop` was set.
+bool wait_ticking(Clock::duration wait, const std::atomic<bool>& stop,
+                  const std::function<void()>& tick) {
+  const auto until = Clock::now() + wait;
+  while (!stop.load()) {
+    tick();
+    const auto now = Clock::now();
+    if (now >= until) return true;
+    std::this_thread::sleep_for(std::min<Clock::duration>(until - now, 100ms));
+  }
+  return false;
+}
+
+std::string describe(const v1::PluginIdentity& p) {
+  return fmt::format("{} (ABI {}, SHA-256 {})", p.file_name(), p.abi_version(), p.sha256());
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> make_channel(const NodeOptions& options) {
+  grpc::ChannelArguments arguments;
+  set_keepalive(arguments);
+  arguments.SetMaxReceiveMessageSize(weights_message_limit());
+  arguments.SetMaxSendMessageSize(-1);
+  // gRPC's own reconnects back off to 120 s by default: a learner back after
+  // a long cut would wait that long for the channel, whatever our Backoff.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, Backoff::kFirst.count());
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, Backoff::kFirst.count());
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, Backoff::kMax.count());
+  return grpc::CreateCustomChannel(options.learner, credentials(options), arguments);
+}
+
+Backoff::Duration Backoff::next() {
+  const double factor = std::uniform_real_distribution<double>(0.75, 1.25)(random_);
+  const auto wait = Duration(static_cast<int64_t>(static_cast<double>(base_.count()) * factor));
+  base_ = std::min(base_ * 2, kMax);
+  return wait;
+}
+
+JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
+                     const v1::JoinRequest& request, Backoff& backoff, bool back_off_first,
+                     const std::atomic<bool>& stop, const std::function<void()>& tick,
+                     v1::JoinReply& reply) {
+  const auto give_up_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(call.give_up_after_s));
+  bool wait = back_off_first;
+  for (;;) {
+    if (wait) {
+      const auto pause = std::min<Clock::duration>(backoff.next(), give_up_at - Clock::now());
+      if (!wait_ticking(std::max<Clock::duration>(pause, 0ms), stop, tick)) {
+        return JoinEnd::kStopped;
+      }
+    }
+    wait = true;
+    if (stop.load()) return JoinEnd::kStopped;
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + call.token);
+    context.set_deadline(std::chrono::system_clock::now() + call.deadline);
+    const grpc::Status status = stub.Join(&context, request, &reply);
+    if (status.ok()) return JoinEnd::kJoined;
+    if (refusal(status.error_code())) {
+      throw UsageError(
+          fmt::format("learner {} refused this node: {}", call.learner, status.error_message()));
+    }
+    spdlog::debug("join {}: {} ({})", call.learner, status.error_message(),
+                  static_cast<int>(status.error_code()));
+    if (Clock::now() >= give_up_at) return JoinEnd::kGaveUp;
+  }
+}
+
+NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
+                 const std::string& plugin_path) {
+  NodeJob job;
+  job.config = parse_config(reply.config_toml(), "the learner's config", {});
+  const bool job_has_plugin = reply.has_plugin() || !job.config.env.plugin.empty();
+  if (job_has_plugin) {
+    if (!plugin_path.empty()) job.config.env.plugin = plugin_path;
+    const std::string& path = job.config.env.plugin;
+    const std::string wanted =
+        reply.has_plugin() ? describe(reply.plugin()) : std::string("the job's env plugin");
+    if (path.empty() || !std::filesystem::is_regular_file(path)) {
+      throw UsageError(fmt::format(
+          "the job at {} loads the env plugin {}: no such file here at '{}'; copy it to this node "
+          "(--plugin PATH)",
+          learner, wanted, path));
+    }
+    job.plugin = plugin_identity(path);
+    if (reply.has_plugin() && (job.plugin->sha256() != reply.plugin().sha256() ||
+                               job.plugin->abi_version() != reply.plugin().abi_version())) {
+      throw UsageError(fmt::format(
+          "env plugin {} is {}, the job's at {} is {}: the node needs the same file (--plugin "
+          "PATH)",
+          path, describe(*job.plugin), learner, wanted));
+    }
+  } else if (!plugin_path.empty()) {
+    spdlog::warn("--plugin {}: the job at {} loads no env plugin; ignored", plugin_path, learner);
+  }
+  const EnvSpec env = learner::check_job_config(job.config);
+  job.spec = buffer::unroll_spec_for(env, job.config.actor.unroll_length, job.config.env.num_envs);
+  job.spec_hash = buffer::spec_hash(job.spec);
+  job.slot_bytes = buffer::slot_layout(job.spec).bytes;
+  if (job.spec_hash != reply.spec_hash() || job.slot_bytes != reply.slot_bytes()) {
+    throw UsageError(fmt::format(
+        "the job's config at {} gives this node unrolls of spec {:016x} in slots of {} bytes, the "
+        "learner's are spec {:016x} in slots of {} bytes: the env differs here ({} on this node)",
+        learner, job.spec_hash, job.slot_bytes, reply.spec_hash(), reply.slot_bytes(), env.name));
+  }
+  return job;
+}
+
+}  // namespace pronghorn::remote

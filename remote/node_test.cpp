@@ -1,0 +1,361 @@
+// The actor node's pieces that need no learner: weight chunks → whole
+// verified versions, the version map and the local slab, the unroll tally,
+// back-off, the checks of a JoinReply, and the two streams against a fake
+// gateway in this process (no network).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "buffer/segment_names.h"
+#include "buffer/weight_slab.h"
+#include "core/error.h"
+#include "learner/job_check.h"
+#include "remote/node_session.h"
+#include "remote/node_uploader.h"
+#include "remote/node_weights.h"
+#include "remote/wire.h"
+
+namespace pronghorn::remote {
+namespace {
+
+using Result = WeightAssembler::Result;
+
+std::vector<float> ramp(size_t n, float start = 0.5f) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+// `params` as the learner sends them: chunks of `chunk_bytes`, in order.
+std::vector<v1::WeightsChunk> chunks_of(uint64_t version, const std::vector<float>& params,
+                                        size_t chunk_bytes) {
+  const size_t total = params.size() * sizeof(float);
+  const uint32_t crc = crc32_of(params.data(), total);
+  std::vector<v1::WeightsChunk> out;
+  for (size_t offset = 0; offset < total; offset += chunk_bytes) {
+    v1::WeightsChunk c;
+    c.set_version(version);
+    c.set_total_bytes(total);
+    c.set_offset(offset);
+    c.set_checksum(crc);
+    c.set_data(reinterpret_cast<const char*>(params.data()) + offset,
+               std::min(chunk_bytes, total - offset));
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Feeds `chunks`; the results in order.
+std::vector<Result> feed(WeightAssembler& a, const std::vector<v1::WeightsChunk>& chunks) {
+  std::vector<Result> results;
+  for (const auto& c : chunks) results.push_back(a.add(c));
+  return results;
+}
+
+TEST(WeightAssemblerTest, ChunksInOrderMakeTheWholeVersionBitForBit) {
+  WeightAssembler a;
+  const auto params = ramp(1000);
+  const auto results = feed(a, chunks_of(7, params, 1000));  // 4 chunks, the last short
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0], Result::kPartial);
+  EXPECT_EQ(results[2], Result::kPartial);
+  ASSERT_EQ(results[3], Result::kComplete);
+  EXPECT_EQ(a.version(), 7u);
+  EXPECT_EQ(a.take(), params);
+  EXPECT_EQ(a.refused(), 0u);
+}
+
+TEST(WeightAssemblerTest, ACorruptByteRefusesTheVersion) {
+  WeightAssembler a;
+  auto chunks = chunks_of(3, ramp(512), 512);
+  chunks[2].mutable_data()->at(17) ^= 0x40;
+  const auto results = feed(a, chunks);
+  EXPECT_EQ(results.back(), Result::kRefused);
+  EXPECT_NE(a.why().find("CRC-32"), std::string::npos) << a.why();
+  EXPECT_EQ(a.refused(), 1u);
+}
+
+TEST(WeightAssemblerTest, OutOfOrderChunksRefuseTheVersionAndTheNextWholeOneIsTaken) {
+  WeightAssembler a;
+  auto chunks = chunks_of(4, ramp(512), 512);
+  std::swap(chunks[1], chunks[2]);
+  const auto results = feed(a, chunks);
+  EXPECT_EQ(results[1], Result::kRefused);
+  EXPECT_EQ(results[2], Result::kRefused) << "the rest of a refused version is refused too";
+  EXPECT_EQ(results[3], Result::kRefused);
+  EXPECT_EQ(a.refused(), 1u);
+  const auto params = ramp(512, 9.0f);
+  EXPECT_EQ(feed(a, chunks_of(5, params, 512)).back(), Result::kComplete);
+  EXPECT_EQ(a.version(), 5u);
+  EXPECT_EQ(a.take(), params);
+}
+
+TEST(WeightAssemblerTest, AVersionCutShortIsRefusedWhenTheNextStarts) {
+  WeightAssembler a;
+  auto first = chunks_of(1, ramp(512), 512);
+  first.pop_back();
+  for (const auto& r : feed(a, first)) EXPECT_EQ(r, Result::kPartial);
+  const auto params = ramp(512, 2.0f);
+  EXPECT_EQ(feed(a, chunks_of(2, params, 512)).back(), Result::kComplete);
+  EXPECT_EQ(a.refused(), 1u) << "version 1 was short";
+  EXPECT_EQ(a.version(), 2u);
+  EXPECT_EQ(a.take(), params);
+}
+
+TEST(WeightAssemblerTest, ChunksOfAnotherVersionOrAnOverrunAreRefused) {
+  WeightAssembler a;
+  auto v1 = chunks_of(1, ramp(512), 512);
+  auto v2 = chunks_of(2, ramp(512), 512);
+  EXPECT_EQ(a.add(v1[0]), Result::kPartial);
+  EXPECT_EQ(a.add(v2[1]), Result::kRefused) << "another version's chunk mid-version";
+
+  auto over = chunks_of(3, ramp(256), 512);  // 1024 bytes in 2 chunks
+  over[1].mutable_data()->append("xxxx");
+  EXPECT_EQ(a.add(over[0]), Result::kPartial);
+  EXPECT_EQ(a.add(over[1]), Result::kRefused);
+  EXPECT_NE(a.why().find("overrun"), std::string::npos) << a.why();
+
+  v1::WeightsChunk odd = chunks_of(4, ramp(4), 16)[0];
+  odd.set_total_bytes(15);
+  EXPECT_EQ(a.add(odd), Result::kRefused) << "15 bytes are no float32 vector";
+  EXPECT_EQ(a.add(chunks_of(5, ramp(512), 512)[1]), Result::kRefused) << "no start before it";
+}
+
+TEST(VersionMapTest, MapsLocalVersionsAndForgetsTheOldest) {
+  VersionMap m;
+  for (uint64_t v = 1; v <= VersionMap::kKept + 10; ++v) m.add(v, {"inc-a", 100 + v});
+  EXPECT_EQ(m.size(), VersionMap::kKept);
+  EXPECT_FALSE(m.find(10).has_value());
+  ASSERT_TRUE(m.find(11).has_value());
+  EXPECT_EQ(m.find(11)->version, 111u);
+  EXPECT_EQ(m.newest(), (LearnerVersion{"inc-a", 100 + VersionMap::kKept + 10}));
+  EXPECT_FALSE(m.find(0).has_value());
+}
+
+TEST(LocalWeightsTest, PublishesWholeVersionsIntoASlabMadeToTheirSize) {
+  const std::string name =
+      buffer::own_segment_name(buffer::kSlabSegment, "node-test-" + std::to_string(getpid()));
+  {
+    LocalWeights w(name);
+    EXPECT_FALSE(w.has_weights());
+    const auto first = ramp(300);
+    w.publish("inc-a", 41, first);
+    ASSERT_TRUE(w.has_weights());
+    auto slab = buffer::WeightSlab::attach(name, 300);
+    std::vector<float> read(300);
+    ASSERT_EQ(slab->read(read.data()), 1u);
+    EXPECT_EQ(read, first);
+    w.publish("inc-b", 2, ramp(300, 7.0f));
+    EXPECT_EQ(w.find(1), (LearnerVersion{"inc-a", 41}));
+    EXPECT_EQ(w.find(2), (LearnerVersion{"inc-b", 2}));
+    EXPECT_EQ(w.newest(), (LearnerVersion{"inc-b", 2}));
+    EXPECT_THROW(w.publish("inc-b", 3, ramp(301)), UsageError);
+    EXPECT_EQ(slab->version(), 2u) << "a version of another size is never published";
+  }
+  EXPECT_THROW(buffer::WeightSlab::attach(name, 300), Error) << "the slab goes with the node";
+}
+
+TEST(NodeTallyTest, SessionsSettleIntoAckedAndLost) {
+  NodeTally t;
+  t.end_session(10, 6, 9);  // the learner got 9 of 10: 3 acks were lost with the link
+  EXPECT_EQ(t.acked(), 9u);
+  EXPECT_EQ(t.lost(), 1u);
+  t.end_session(5, 2, -1);  // unknown to the learner: only the acked landed
+  EXPECT_EQ(t.acked(), 11u);
+  EXPECT_EQ(t.lost(), 4u);
+  t.end_session(4, 4, std::nullopt);  // no Join after it
+  t.end_session(3, 2, 99);            // more than went out: at most what was sent
+  t.end_session(3, 2, 0);             // less than acked: at least what was acked
+  EXPECT_EQ(t.acked(), 11u + 4 + 3 + 2);
+  EXPECT_EQ(t.lost(), 4u + 1);
+  t.discarded(7);
+  const uint64_t committed = 20 + 5 + 7 + 3;
+  EXPECT_TRUE(t.adds_up(committed, 3));
+  EXPECT_FALSE(t.adds_up(committed, 2));
+  EXPECT_EQ(t.line("n1", committed, 3),
+            "node n1: unrolls committed 35 = acked 20 + lost in flight 5 + discarded 7 + unsent 3");
+}
+
+TEST(BackoffTest, DoublesFromHalfASecondToTenJittered) {
+  Backoff b(42);
+  const double bases[] = {500, 1000, 2000, 4000, 8000, 10000, 10000};
+  for (double base : bases) {
+    const auto wait = static_cast<double>(b.next().count());
+    EXPECT_GE(wait, base * 0.75);
+    EXPECT_LT(wait, base * 1.25);
+  }
+  b.reset();
+  EXPECT_LT(b.next().count(), 625);
+}
+
+// What a learner running `config` answers at Join.
+v1::JoinReply reply_for(const Config& config) {
+  v1::JoinReply r;
+  r.set_config_toml(to_toml(config));
+  const auto spec = buffer::unroll_spec_for(learner::check_job_config(config),
+                                            config.actor.unroll_length, config.env.num_envs);
+  r.set_spec_hash(buffer::spec_hash(spec));
+  r.set_slot_bytes(buffer::slot_layout(spec).bytes);
+  return r;
+}
+
+TEST(ReadJobTest, TakesTheLearnersConfigWhenItGivesTheSameSlots) {
+  Config config;
+  config.env.num_envs = 3;
+  config.actor.unroll_length = 5;
+  const NodeJob job = read_job(reply_for(config), "h:1", "");
+  EXPECT_EQ(job.config.env.num_envs, 3);
+  EXPECT_EQ(job.spec.T, 5);
+  EXPECT_EQ(job.slot_bytes, reply_for(config).slot_bytes());
+  EXPECT_FALSE(job.plugin.has_value());
+}
+
+TEST(ReadJobTest, ASpecOrSlotSizeOtherThanTheLearnersIsRefusedNamingBoth) {
+  Config config;
+  v1::JoinReply reply = reply_for(config);
+  reply.set_slot_bytes(reply.slot_bytes() + 64);
+  try {
+    read_job(reply, "h:1", "");
+    FAIL() << "a slot size other than the learner's was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(reply.slot_bytes())), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ReadJobTest, AJobPluginThisNodeLacksOrHoldsAnotherOfIsRefused) {
+  Config config;
+  v1::JoinReply reply = reply_for(config);
+  config.env.plugin = "/nonexistent/libjob_env.so";
+  reply.set_config_toml(to_toml(config));
+  reply.mutable_plugin()->set_file_name("libjob_env.so");
+  reply.mutable_plugin()->set_sha256(std::string(64, 'a'));
+  EXPECT_THROW(read_job(reply, "h:1", ""), UsageError);
+
+  // A file here whose bytes are not the job's plugin's: refused before it is loaded.
+  const std::string path = ::testing::TempDir() + "/node_test_plugin_" + std::to_string(getpid());
+  std::ofstream(path) << "not the job's plugin";
+  reply.mutable_plugin()->set_abi_version(plugin_identity(path).abi_version());
+  try {
+    read_job(reply, "h:1", path);
+    FAIL() << "another plugin file was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(plugin_identity(path).sha256()), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::string(64, 'a')), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+// A learner's side of the two streams, in this process: versions of weights
+// out, unrolls in, one credit back per unroll, job_ended after `until`.
+class FakeGateway final : public v1::ActorGateway::Service {
+ public:
+  std::vector<std::vector<float>> versions;  // sent as learner versions 1, 2, …
+  uint32_t until = 3;                        // unrolls taken before the job ends
+  std::vector<v1::UnrollMessage> got;
+  std::vector<std::string> sessions;
+
+  grpc::Status StreamWeights(grpc::ServerContext* context, const v1::StreamWeightsRequest*,
+                             grpc::ServerWriter<v1::WeightsChunk>* writer) override {
+    for (size_t v = 0; v < versions.size(); ++v) {
+      for (const auto& c : chunks_of(v + 1, versions[v], 100)) writer->Write(c);
+    }
+    while (!context->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StreamUnrolls(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::UnrollReply, v1::UnrollMessage>* stream) override {
+    const auto session = context->client_metadata().find(kSessionMetadata)->second;
+    sessions.emplace_back(session.data(), session.size());
+    v1::UnrollReply reply;
+    reply.set_credits(2);
+    reply.set_processes(3);
+    stream->Write(reply);
+    v1::UnrollMessage m;
+    while (got.size() < until && stream->Read(&m)) {
+      got.push_back(m);
+      reply.set_acked(m.sequence());
+      reply.set_credits(1);
+      stream->Write(reply);
+    }
+    reply.set_credits(0);
+    reply.set_job_ended(true);
+    stream->Write(reply);
+    return grpc::Status::OK;
+  }
+};
+
+// Commits one unroll acted with local slab version `version`, its bytes a
+// pattern of `fill`.
+void commit_unroll(buffer::Ring& ring, uint64_t version, uint8_t fill) {
+  const auto slot = ring.claim(std::chrono::milliseconds(100));
+  ASSERT_TRUE(slot.has_value());
+  std::memset(ring.slot_data(*slot), fill, ring.layout().bytes);
+  ring.commit(*slot, {.policy_version = version, .episodes = 2, .actor = 5});
+}
+
+TEST(UploaderTest, SendsWholeSlotsWithTheLearnersVersionPerCreditAndDiscardsOtherIncarnations) {
+  FakeGateway gateway;
+  gateway.versions = {ramp(60), ramp(60, 3.0f)};
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&gateway);
+  auto server = builder.BuildAndStart();
+  grpc::ChannelArguments arguments;
+  auto stub = v1::ActorGateway::NewStub(server->InProcessChannel(arguments));
+
+  const std::string run = "node-test-" + std::to_string(getpid());
+  const buffer::UnrollSpec spec{.T = 2, .K = 1, .obs_shape = {4}};
+  auto ring = buffer::Ring::create(buffer::own_segment_name(buffer::kRingSegment, run), spec, 8);
+  LocalWeights weights(buffer::own_segment_name(buffer::kSlabSegment, run));
+  weights.publish("old", 40, ramp(60));  // local version 1: the learner before a resume
+  commit_unroll(*ring, 1, 0x11);         // acted with it: never sent
+
+  WeightsReceiver receiver(*stub, "t", "s1", "new", weights);
+  std::atomic<int> alive{2};
+  Uploader uploader(*stub, {"t", "s1", "new"}, *ring, weights, receiver.ready_flag(), alive);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (weights.newest() != LearnerVersion{"new", 2} &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(weights.newest(), (LearnerVersion{"new", 2}));  // local versions 2 and 3
+  for (uint8_t i = 0; i < 3; ++i) commit_unroll(*ring, 2 + i % 2, 0x20 + i);
+  while (!uploader.ended() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const Uploader::Result r = uploader.finish();
+  receiver.finish();
+  EXPECT_TRUE(r.job_ended);
+  EXPECT_EQ(r.sent, 3u);
+  EXPECT_EQ(r.acked, 3u);
+  EXPECT_EQ(r.discarded, 1u) << "the old incarnation's unroll";
+  EXPECT_EQ(uploader.wanted_processes(), 3);
+  EXPECT_EQ(uploader.wanted_processes(), std::nullopt) << "told once";
+  ASSERT_EQ(gateway.got.size(), 3u);
+  EXPECT_EQ(gateway.sessions, std::vector<std::string>{"s1"});
+  for (size_t i = 0; i < 3; ++i) {
+    const v1::UnrollMessage& m = gateway.got[i];
+    EXPECT_EQ(m.sequence(), i + 1);
+    EXPECT_EQ(m.policy_version(), 1 + i % 2) << "the learner's version, not the slab's";
+    EXPECT_EQ(m.slot(), std::string(ring->layout().bytes, static_cast<char>(0x20 + i)));
+    EXPECT_EQ(m.checksum(), crc32_of(m.slot().data(), m.slot().size()));
+    EXPECT_EQ(m.episodes(), 2u);
+    EXPECT_EQ(m.actor(), 5u);
+    EXPECT_EQ(m.processes_alive(), 2u);
+  }
+  EXPECT_EQ(ring->counters().ready, 0u);
+  server->Shutdown(std::chrono::system_clock::now());
+}
+
+}  // namespace
+}  // namespace pronghorn::remote
