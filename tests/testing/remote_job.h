@@ -268,7 +268,7 @@ class RemoteJob {
                       std::chrono::duration_cast<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now()));
     };
-    const std::string address = wait_for_line_file(run + "/remote.address", left());
+    std::string address = wait_for_line_file(run + "/remote.address", left());
     if (wait_for_line_file(run + "/token", left()).empty()) return "";
     if (wait_for_line_file(run + "/server.address", left()).empty()) return "";
     return address;
