@@ -85,8 +85,8 @@ class Service final : public v1::ActorGateway::WithRawCallbackMethod_StreamWeigh
         !denied.ok()) {
       return denied;
     }
-    if (request.node_name().empty() || request.node_name().size() > 256) {
-      return {StatusCode::INVALID_ARGUMENT, "node_name: expected 1 to 256 characters"};
+    if (!valid_node_name(request.node_name())) {
+      return {StatusCode::INVALID_ARGUMENT, "node_name: expected 1 to 64 of [A-Za-z0-9._-]"};
     }
     if (request.version() != o_.version) {
       spdlog::warn("actor gateway: node {} runs Pronghorn {}, refused", request.node_name(),
@@ -102,7 +102,7 @@ class Service final : public v1::ActorGateway::WithRawCallbackMethod_StreamWeigh
       }
     }
     const Sessions::Joined joined = sessions_.join(request);
-    if (!joined.session) return {StatusCode::UNAVAILABLE, "the learner is stopping"};
+    if (!joined.session) return joined.refused;
     reply.set_config_toml(o_.config_toml);
     reply.set_session(joined.session->id);
     reply.set_job_id(o_.job_id);
@@ -147,7 +147,7 @@ class Service final : public v1::ActorGateway::WithRawCallbackMethod_StreamWeigh
 struct ActorGateway::Impl {
   Impl(GatewayOptions options, buffer::Ring& ring, const buffer::WeightSlab& slab)
       : o(std::move(options)),
-        sessions(ring, slab, o.credits, o.default_processes),
+        sessions(ring, slab, o.credits, o.max_held_slots, o.default_processes),
         weights(slab, std::chrono::milliseconds(kWeightsIntervalMs)),
         service(o, sessions, weights, slab) {}
   const GatewayOptions o;

@@ -47,6 +47,7 @@ struct GatewayOptions {
   uint64_t spec_hash = 0;  // the ring's unroll spec (buffer/unroll_spec.h spec_hash)
   std::optional<v1::PluginIdentity> plugin;  // the job's env plugin, when it has one
   uint32_t credits = 4;                      // remote.credits
+  uint32_t max_held_slots = 0;               // by every node together; 0 = the ring's slots
   int default_processes = 1;                 // for a node that asks for none
 };
 

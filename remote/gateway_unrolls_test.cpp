@@ -231,7 +231,8 @@ TEST_F(GatewayTest, AnUnrollWithoutCreditEndsTheStream) {
 TEST_F(GatewayTest, EveryCommittedUnrollIsAckedBeforeAHalfClosedStreamEnds) {
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(round);
-    UnrollClient client(*stub_, join_session());
+    // A node per round: the learner may not have seen the last one's stream end yet.
+    UnrollClient client(*stub_, join_session("node-" + std::to_string(round)));
     ASSERT_TRUE(client.wait_credits(kCredits));
     for (uint64_t sequence = 1; sequence <= kCredits; ++sequence) {
       ASSERT_TRUE(client.send(unroll(sequence, slot_bytes())));
@@ -319,6 +320,37 @@ TEST_F(GatewayTest, ARejoinNamingAnotherNodesSessionEndsNothingAndLearnsNothing)
   EXPECT_EQ(reply.previous_session_received(), -1);
   ASSERT_TRUE(client.send(unroll(2, slot_bytes())));  // node-a's session goes on
   EXPECT_TRUE(client.wait_for([&] { return client.acked_ == 2; }));
+}
+
+TEST_F(GatewayTest, ASecondNodeOfAConnectedNameIsRefusedAndABadNameToo) {
+  UnrollClient first(*stub_, join_session("twin"));
+  ASSERT_TRUE(first.wait_credits(1));
+  v1::JoinReply reply;
+  const grpc::Status twin = join(reply, "twin");
+  EXPECT_EQ(twin.error_code(), StatusCode::ALREADY_EXISTS) << twin.error_message();
+  EXPECT_NE(twin.error_message().find("already connected"), std::string::npos);
+  for (const std::string& name :
+       std::vector<std::string>{"", "a b", "new\nline", std::string(65, 'x')}) {
+    EXPECT_EQ(join(reply, name).error_code(), StatusCode::INVALID_ARGUMENT) << name;
+  }
+}
+
+// Credits follow what a node says is waiting: one that has sent and has
+// nothing more holds one slot, so idle nodes cannot tie the ring up.
+TEST_F(GatewayTest, ANodeWithNothingWaitingHoldsOneSlot) {
+  UnrollClient client(*stub_, join_session());
+  ASSERT_TRUE(client.wait_credits(kCredits));
+  v1::UnrollMessage idle = unroll(1, slot_bytes());
+  idle.set_waiting(0);
+  ASSERT_TRUE(client.send(idle));
+  ASSERT_TRUE(client.wait_for([&] { return client.acked_ == 1; }));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(client.credits(), kCredits) << "a slot was given back, and no more";
+  drain(1);
+  std::this_thread::sleep_for(300ms);
+  // kCredits − 1 held from the opening window (at most), none granted since.
+  EXPECT_EQ(client.credits(), kCredits);
+  EXPECT_TRUE(client.finish(true).ok());
 }
 
 // A node asks for its own count at every join (restarted with another

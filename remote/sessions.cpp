@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/token.h"
@@ -39,10 +40,11 @@ void perform(const std::vector<Poke>& pokes) {
 }
 
 Sessions::Sessions(buffer::Ring& ring, const buffer::WeightSlab& slab, uint32_t credits,
-                   int default_processes)
+                   uint32_t max_held, int default_processes)
     : ring_(ring),
       slab_(slab),
       credits_(credits),
+      max_held_(max_held == 0 ? ring.slots() : max_held),
       default_processes_(default_processes),
       slot_bytes_(ring.layout().bytes),
       granter_([this] { grant(); }) {}
@@ -114,7 +116,24 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
   Joined joined;
   {
     std::lock_guard lock(mutex_);
-    if (ending_) return joined;
+    if (ending_) {
+      joined.refused = {grpc::StatusCode::UNAVAILABLE, "the learner is stopping"};
+      return joined;
+    }
+    if (auto known = nodes_.find(request.node_name());
+        known != nodes_.end() && known->second.connected &&
+        known->second.session != request.previous_session()) {
+      joined.refused = {grpc::StatusCode::ALREADY_EXISTS,
+                        fmt::format("node {} is already connected from {}; give this one another "
+                                    "--name",
+                                    request.node_name(), known->second.peer)};
+      return joined;
+    }
+    if (!nodes_.count(request.node_name()) && !forget_a_node()) {
+      joined.refused = {grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        fmt::format("{} actor-only nodes are connected: no more", kMaxNodes)};
+      return joined;
+    }
     // A session whose node never opened its stream ends after a while, so
     // joins alone (a node that dies at once, a client that only joins)
     // cannot pile sessions up.
@@ -155,6 +174,18 @@ Sessions::Joined Sessions::join(const v1::JoinRequest& request) {
   }
   perform(pokes);
   return joined;
+}
+
+bool Sessions::forget_a_node() {
+  if (nodes_.size() < kMaxNodes) return true;
+  auto oldest = nodes_.end();
+  for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
+    if (it->second.connected || sessions_.count(it->second.session)) continue;
+    if (oldest == nodes_.end() || it->second.last_seen < oldest->second.last_seen) oldest = it;
+  }
+  if (oldest == nodes_.end()) return false;
+  nodes_.erase(oldest);
+  return true;
 }
 
 std::shared_ptr<Session> Sessions::find(const std::string& id) {
@@ -228,6 +259,7 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
                       .policy_us = m.policy_us(),
                       .wait_us = m.wait_us()});
   s.last_sequence = m.sequence();
+  s.waiting = m.waiting();
   ++s.received;
   ++committed_;
   Node& node = nodes_[s.node];
@@ -260,18 +292,34 @@ void Sessions::closed(Session& s) {
   end_session(s, pokes);
   --open_streams_;
   Node& node = nodes_[s.node];
-  if (node.session == s.id) node.connected = false;
+  if (node.session == s.id) {
+    node.connected = false;
+    node.alive = 0;  // as far as this learner knows
+  }
   if (!s.end_told) ++node.disconnects;
   changed_.notify_all();
 }
 
+// Credits follow demand: a stream opens with the whole window, then holds
+// what its node says is waiting plus one. So a node with nothing to send
+// ties up one slot, not remote.credits, once it has sent.
+uint32_t Sessions::wanted(const Session& s) const {
+  if (s.last_sequence == 0) return credits_;
+  return std::min(credits_, s.waiting + 1);
+}
+
+// Round robin among sessions short of what they want, while every session
+// together holds fewer than max_held_ slots (the learner's own actors and
+// batch always keep the rest of the ring, whatever nodes do).
 std::shared_ptr<Session> Sessions::wanting_credit() {
   if (ending_ || sessions_.empty()) return nullptr;
   std::vector<std::shared_ptr<Session>> wanting;
+  size_t held = 0;
   for (auto& [id, s] : sessions_) {
-    if (s->stream != nullptr && !s->finish && s->held.size() < credits_) wanting.push_back(s);
+    held += s->held.size();
+    if (s->stream != nullptr && !s->finish && s->held.size() < wanted(*s)) wanting.push_back(s);
   }
-  if (wanting.empty()) return nullptr;
+  if (wanting.empty() || held >= max_held_) return nullptr;
   return wanting[next_grant_++ % wanting.size()];
 }
 
@@ -290,7 +338,7 @@ void Sessions::grant() {
     lock.lock();
     if (!slot) continue;
     if (!session->current || session->stream == nullptr || session->finish ||
-        session->held.size() >= credits_) {
+        session->held.size() >= wanted(*session)) {
       ring_.abandon(*slot);
       continue;
     }

@@ -58,6 +58,7 @@ struct Session {
   std::deque<uint32_t> held;
   uint64_t received = 0;       // unrolls committed to the ring
   uint64_t last_sequence = 0;  // of the last message taken
+  uint32_t waiting = 0;        // unrolls the node said were waiting behind its last one
   bool current = true;         // false once superseded, ended, or the job ended
   // The StreamUnrolls of this session while open, and its reply state.
   UnrollStream* stream = nullptr;
@@ -73,7 +74,12 @@ struct Session {
 
 class Sessions {
  public:
-  Sessions(buffer::Ring& ring, const buffer::WeightSlab& slab, uint32_t credits,
+  // Names remembered; past it, the longest-gone disconnected node is forgotten.
+  static constexpr size_t kMaxNodes = 1024;
+
+  // `credits`: the most ring slots one session holds; `max_held`: all
+  // sessions together (0: no cap beyond the ring).
+  Sessions(buffer::Ring& ring, const buffer::WeightSlab& slab, uint32_t credits, uint32_t max_held,
            int default_processes);
   // Stops the granter; every session must be over (ActorGateway finishes
   // the streams and shuts the server down first).
@@ -82,9 +88,12 @@ class Sessions {
   Sessions& operator=(const Sessions&) = delete;
 
   // A node joins: a new session (a previous one of the same node, or named
-  // in `request`, is superseded: its stream is told to finish).
+  // in `request`, is superseded: its stream is told to finish). Refused
+  // while another node of that name is connected and the request does not
+  // name its session, past kMaxNodes names, and while the job ends.
   struct Joined {
-    std::shared_ptr<Session> session;
+    std::shared_ptr<Session> session;  // null: refused, and why
+    grpc::Status refused;
     uint32_t processes = 0;
     int64_t previous_received = -1;
   };
@@ -97,10 +106,10 @@ class Sessions {
   // (a session already streaming, ended, or the job ending).
   // `poke`: its first reply (the wanted process count).
   grpc::Status open(const std::shared_ptr<Session>& session, UnrollStream* stream,
-                    const std::string& peer, Poke& poke);
+                    const std::string& peer, Poke& out);
   // One message: checked, copied into a held slot, committed. Not OK: the
   // stream must finish with it.
-  grpc::Status take(Session& session, const v1::UnrollMessage& message, Poke& poke);
+  grpc::Status take(Session& s, const v1::UnrollMessage& m, Poke& out);
   // The stream's reply went out (`ok`: it was written); what next.
   Poke written(Session& session, bool ok);
   // The stream finishes with `status` (once no reply is in flight).
@@ -110,7 +119,7 @@ class Sessions {
   void closed(Session& session);
 
   std::vector<v1::RemoteNode> nodes();
-  bool scale(const std::string& node, int processes);
+  bool scale(const std::string& name, int processes);
   // Every stream tells its node the job ended and finishes; new joins are
   // refused. Waits up to `wait` for the streams to close.
   void end_job(std::chrono::milliseconds wait);
@@ -132,7 +141,9 @@ class Sessions {
     uint32_t disconnects = 0, sessions = 0;
     double rate = 0;  // unrolls/s over the last whole second or more
   };
-  void grant();                               // the granter thread
+  bool forget_a_node();  // under mutex_: room for a new name; false when none can go
+  void grant();          // the granter thread
+  uint32_t wanted(const Session& s) const;    // slots `s` should hold now
   std::shared_ptr<Session> wanting_credit();  // under mutex_
   Poke poke(Session& session);                // under mutex_: what the stream does next
   void end_session(Session& session, std::vector<Poke>& pokes);  // under mutex_: not current
@@ -140,7 +151,7 @@ class Sessions {
 
   buffer::Ring& ring_;
   const buffer::WeightSlab& slab_;
-  const uint32_t credits_;
+  const uint32_t credits_, max_held_;
   const int default_processes_;
   const uint64_t slot_bytes_;
   mutable std::mutex mutex_;

@@ -12,7 +12,7 @@ class Refused final : public grpc::ServerBidiReactor<v1::UnrollMessage, v1::Unro
 }  // namespace
 
 grpc::ServerBidiReactor<v1::UnrollMessage, v1::UnrollReply>* UnrollStream::refused(
-    grpc::Status status) {
+    const grpc::Status& status) {
   return new Refused(status);
 }
 

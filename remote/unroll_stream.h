@@ -26,7 +26,8 @@ class UnrollStream final : public grpc::ServerBidiReactor<v1::UnrollMessage, v1:
   v1::UnrollReply& reply() { return out_; }
 
   // A stream refused before it had a session: finishes with `status` at once.
-  static grpc::ServerBidiReactor<v1::UnrollMessage, v1::UnrollReply>* refused(grpc::Status status);
+  static grpc::ServerBidiReactor<v1::UnrollMessage, v1::UnrollReply>* refused(
+      const grpc::Status& status);
 
  private:
   void OnReadDone(bool ok) override;

@@ -121,7 +121,7 @@ WeightStreams::~WeightStreams() {
   thread_.join();
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* WeightStreams::refused(grpc::Status status) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WeightStreams::refused(const grpc::Status& status) {
   return new Refused(status);
 }
 

@@ -38,7 +38,7 @@ class WeightStreams {
   // A stream of the newest weights and every newer version.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* open();
   // A stream that ends at once with `status` (a refused call).
-  static grpc::ServerWriteReactor<grpc::ByteBuffer>* refused(grpc::Status status);
+  static grpc::ServerWriteReactor<grpc::ByteBuffer>* refused(const grpc::Status& status);
   // Every stream ends with `status` once its current version is sent (OK:
   // the job ended) or at once (otherwise); new ones are refused.
   void end(const grpc::Status& status);

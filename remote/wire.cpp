@@ -4,6 +4,8 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -20,6 +22,12 @@ constexpr int kKeepaliveTimeMs = 2000;
 constexpr int kKeepaliveTimeoutMs = 3000;
 
 }  // namespace
+
+bool valid_node_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
 
 uint32_t crc32_of(const void* data, size_t bytes) {
   uLong crc = crc32(0L, Z_NULL, 0);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "proto/remote.pb.h"
 
@@ -18,6 +19,10 @@ inline constexpr const char* kSessionMetadata = "pronghorn-session";
 
 // Bytes of weights per WeightsChunk, at most.
 inline constexpr size_t kWeightChunkBytes = size_t{1} << 20;
+
+// A node's name: 1 to 64 of [A-Za-z0-9._-] (it goes into logs, status
+// tables and metric labels).
+bool valid_node_name(std::string_view name);
 
 // CRC-32 (zlib's) of `bytes` bytes at `data`.
 uint32_t crc32_of(const void* data, size_t bytes);

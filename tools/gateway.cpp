@@ -1,5 +1,6 @@
 #include "tools/gateway.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "buffer/unroll_spec.h"
@@ -42,6 +43,9 @@ learner::RemoteActorsFactory gateway_factory(const Config& config, const EnvSpec
       buffer::unroll_spec_for(env, config.actor.unroll_length, config.env.num_envs));
   if (!config.env.plugin.empty()) o.plugin = remote::plugin_identity(config.env.plugin);
   o.credits = static_cast<uint32_t>(config.remote.credits);
+  // Nodes never hold the slots the learner's batch and its own actors need.
+  o.max_held_slots = static_cast<uint32_t>(
+      std::max<int64_t>(1, config.learner.ring_slots - config.learner.batch_size - 1));
   o.default_processes = 1;
   return [o, run_dir](buffer::Ring& ring, const buffer::WeightSlab& slab,
                       const std::string& config_toml) -> std::unique_ptr<learner::RemoteActors> {

@@ -70,6 +70,7 @@ inline v1::UnrollMessage unroll(uint64_t sequence, size_t bytes, uint64_t policy
   m.set_policy_us(200);
   m.set_wait_us(300);
   m.set_processes_alive(2);
+  m.set_waiting(kCredits);  // a busy node: its window stays full
   m.set_slot(std::move(slot));
   return m;
 }
