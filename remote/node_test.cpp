@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -255,12 +256,20 @@ TEST(ReadJobTest, AJobPluginThisNodeLacksOrHoldsAnotherOfIsRefused) {
 }
 
 // A learner's side of the two streams, in this process: versions of weights
-// out, unrolls in, one credit back per unroll, job_ended after `until`.
+// out, unrolls in, job_ended after `until`. Credits: `first_credits`, then
+// one back per unroll, or (`demand`) up to the unroll's waiting + 1, at most
+// `cap`, as the learner grants them. `ack_at_close`: no acks until the node
+// half-closes, then one for all; `silent_at_close`: none even then.
 class FakeGateway final : public v1::ActorGateway::Service {
  public:
   std::vector<std::vector<float>> versions;  // sent as learner versions 1, 2, …
   uint32_t until = 3;                        // unrolls taken before the job ends
+  uint32_t first_credits = 2;
+  bool demand = false;
+  uint32_t cap = 1;
+  bool ack_at_close = false, silent_at_close = false;
   std::vector<v1::UnrollMessage> got;
+  std::atomic<size_t> count{0};  // of `got`, for the test to wait on
   std::vector<std::string> sessions;
 
   grpc::Status StreamWeights(grpc::ServerContext* context, const v1::StreamWeightsRequest*,
@@ -278,15 +287,29 @@ class FakeGateway final : public v1::ActorGateway::Service {
     const auto session = context->client_metadata().find(kSessionMetadata)->second;
     sessions.emplace_back(session.data(), session.size());
     v1::UnrollReply reply;
-    reply.set_credits(2);
+    reply.set_credits(first_credits);
     reply.set_processes(3);
     stream->Write(reply);
+    uint32_t held = first_credits;
     v1::UnrollMessage m;
-    while (got.size() < until && stream->Read(&m)) {
+    while (got.size() < until) {
+      if (!stream->Read(&m)) {  // the node half-closed
+        if (silent_at_close) {
+          while (!context->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          return grpc::Status::CANCELLED;
+        }
+        reply.set_credits(0);
+        stream->Write(reply);
+        return grpc::Status::OK;
+      }
       got.push_back(m);
+      ++count;
+      --held;
       reply.set_acked(m.sequence());
-      reply.set_credits(1);
-      stream->Write(reply);
+      const uint32_t wanted = demand ? std::min(m.waiting() + 1, cap) : held + 1;
+      reply.set_credits(wanted > held ? wanted - held : 0);
+      held += reply.credits();
+      if (!ack_at_close) stream->Write(reply);
     }
     reply.set_credits(0);
     reply.set_job_ended(true);
@@ -352,9 +375,114 @@ TEST(UploaderTest, SendsWholeSlotsWithTheLearnersVersionPerCreditAndDiscardsOthe
     EXPECT_EQ(m.episodes(), 2u);
     EXPECT_EQ(m.actor(), 5u);
     EXPECT_EQ(m.processes_alive(), 2u);
+    EXPECT_LE(m.waiting(), 2 - i) << "at most those committed after it";
   }
   EXPECT_EQ(ring->counters().ready, 0u);
   server->Shutdown(std::chrono::system_clock::now());
+}
+
+// One session's uploader against a FakeGateway: the ring, the slab with
+// learner version 1 of incarnation "inc" in it, and the stub.
+class UploaderFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { gateway.versions = {ramp(60)}; }
+  void start() {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&gateway);
+    server = builder.BuildAndStart();
+    grpc::ChannelArguments arguments;
+    stub = v1::ActorGateway::NewStub(server->InProcessChannel(arguments));
+    const std::string run = "node-test-" + std::to_string(getpid());
+    ring = buffer::Ring::create(buffer::own_segment_name(buffer::kRingSegment, run),
+                                {.T = 2, .K = 1, .obs_shape = {4}}, 8);
+    weights = std::make_unique<LocalWeights>(buffer::own_segment_name(buffer::kSlabSegment, run));
+    receiver = std::make_unique<WeightsReceiver>(*stub, "t", "s1", "inc", *weights);
+    ASSERT_TRUE(wait_until([&] { return weights->newest() == LearnerVersion{"inc", 1}; }));
+  }
+  Uploader make_uploader() {
+    return Uploader(*stub, {"t", "s1", "inc"}, *ring, *weights, receiver->ready_flag(), alive);
+  }
+  void TearDown() override {
+    if (receiver) receiver->finish();
+    if (server) server->Shutdown(std::chrono::system_clock::now());
+  }
+  static bool wait_until(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  FakeGateway gateway;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::ActorGateway::Stub> stub;
+  std::unique_ptr<buffer::Ring> ring;
+  std::unique_ptr<LocalWeights> weights;
+  std::unique_ptr<WeightsReceiver> receiver;
+  std::atomic<int> alive{1};
+};
+
+TEST_F(UploaderFixture, SaysHowManyWaitAndSendsAllOnOneCreditAtATime) {
+  gateway.first_credits = 1;
+  gateway.demand = true;
+  gateway.cap = 1;
+  gateway.until = 5;
+  start();
+  for (uint8_t i = 0; i < 3; ++i) commit_unroll(*ring, 1, 0x30 + i);
+  Uploader uploader = make_uploader();
+  ASSERT_TRUE(wait_until([&] { return gateway.count >= 3; }));
+  commit_unroll(*ring, 1, 0x40);
+  commit_unroll(*ring, 1, 0x41);
+  ASSERT_TRUE(wait_until([&] { return uploader.ended(); }));
+  const Uploader::Result r = uploader.finish();
+  EXPECT_TRUE(r.job_ended);
+  EXPECT_EQ(r.sent, 5u);
+  EXPECT_EQ(r.acked, 5u);
+  ASSERT_EQ(gateway.got.size(), 5u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(gateway.got[i].waiting(), 2 - i) << "committed behind unroll " << i + 1;
+  }
+  EXPECT_LE(gateway.got[3].waiting(), 1u);
+  EXPECT_EQ(gateway.got[4].waiting(), 0u);
+  EXPECT_EQ(ring->counters().ready, 0u);
+}
+
+TEST_F(UploaderFixture, AFinishHalfClosesAndTakesTheLearnersLastAck) {
+  gateway.first_credits = 8;
+  gateway.until = 100;
+  gateway.ack_at_close = true;
+  start();
+  for (uint8_t i = 0; i < 4; ++i) commit_unroll(*ring, 1, 0x50 + i);
+  Uploader uploader = make_uploader();
+  ASSERT_TRUE(wait_until([&] { return gateway.count >= 4; }));
+  EXPECT_EQ(uploader.acked(), 0u) << "the gateway acks only at the close";
+  const auto start = std::chrono::steady_clock::now();
+  const Uploader::Result r = uploader.finish();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(r.sent, 4u);
+  EXPECT_EQ(r.acked, 4u) << "the ack that answered the half-close";
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_FALSE(r.job_ended);
+}
+
+TEST_F(UploaderFixture, AFinishWaitsForALearnerThatNeverAcksTwoSecondsAtMost) {
+  gateway.first_credits = 8;
+  gateway.until = 100;
+  gateway.ack_at_close = true;
+  gateway.silent_at_close = true;
+  start();
+  for (uint8_t i = 0; i < 2; ++i) commit_unroll(*ring, 1, 0x60 + i);
+  Uploader uploader = make_uploader();
+  ASSERT_TRUE(wait_until([&] { return gateway.count >= 2; }));
+  const auto start = std::chrono::steady_clock::now();
+  const Uploader::Result r = uploader.finish();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(1900)) << "it waited for the ack";
+  EXPECT_LT(took, std::chrono::milliseconds(3500));
+  EXPECT_EQ(r.sent, 2u);
+  EXPECT_EQ(r.acked, 0u) << "unacked: the rejoin or the tally counts them lost";
 }
 
 }  // namespace
