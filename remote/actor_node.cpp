@@ -236,11 +236,13 @@ void Node::joined(const v1::JoinReply& reply) {
 // job ended. Leaves the session's counts in unsettled_.
 bool Node::serve_session(const v1::JoinReply& reply) {
   std::optional<Clock::time_point> weights_ended;
-  bool weighted = false;
+  bool delivered = false;
   while (!stop_.load()) {
     tick();
-    if (!weighted && receiver_->ready()) {  // a session that got this far starts back-off over
-      weighted = true;
+    // Only a session that delivered starts back-off over: a node knocked
+    // off again and again after joining slows down.
+    if (!delivered && uploader_->acked() > 0) {
+      delivered = true;
       backoff_.reset();
     }
     if (uploader_->ended()) break;

@@ -27,11 +27,15 @@
 // Ends: 0 on `stop` (SIGTERM/SIGINT) or when the learner says the job ended;
 // 75 (kExitTransient) when no learner has answered for give_up_after_s;
 // UsageError (exit 2) when refused (wrong token, version, plugin or spec),
-// never retried. Leaves no process or shared-memory segment behind.
+// never retried, or when another node keeps the name for 15 s (ALREADY_EXISTS
+// is tried again until then). Leaves no process or shared-memory segment
+// behind.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace pronghorn::remote {
 

@@ -95,6 +95,7 @@ JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
   const auto give_up_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(call.give_up_after_s));
   bool wait = back_off_first;
+  std::optional<Clock::time_point> first_duplicate;
   for (;;) {
     if (wait) {
       const auto pause = std::min<Clock::duration>(backoff.next(), give_up_at - Clock::now());
@@ -112,6 +113,17 @@ JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
     if (refusal(status.error_code())) {
       throw UsageError(
           fmt::format("learner {} refused this node: {}", call.learner, status.error_message()));
+    }
+    if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+      if (!first_duplicate) first_duplicate = Clock::now();
+      if (Clock::now() - *first_duplicate >= call.duplicate_patience) {
+        throw UsageError(fmt::format(
+            "learner {} refused this node for {:g} s: {}; another node is running as '{}': give "
+            "this one another --name",
+            call.learner, std::chrono::duration<double>(call.duplicate_patience).count(),
+            status.error_message(), request.node_name()));
+      }
+      spdlog::info("join {}: {}; trying again", call.learner, status.error_message());
     }
     spdlog::debug("join {}: {} ({})", call.learner, status.error_message(),
                   static_cast<int>(status.error_code()));

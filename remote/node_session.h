@@ -54,15 +54,22 @@ struct JoinCall {
   std::string learner, token;
   double give_up_after_s = 300;
   std::chrono::milliseconds deadline{10'000};  // of each call
+  // How long ALREADY_EXISTS is retried: the learner has not yet noticed a
+  // dead predecessor of this name (its keepalive takes ~5 s), or another
+  // live node has the name.
+  std::chrono::milliseconds duplicate_patience{15'000};
 };
 
 // Calls Join until the learner answers: the reply. A refusal
 // (UNAUTHENTICATED, PERMISSION_DENIED, FAILED_PRECONDITION,
-// INVALID_ARGUMENT) throws UsageError "learner HOST:PORT refused this node:
-// <its message>" at once. Anything else is tried again after backoff.next(),
-// until give_up_after_s have passed since the call (kGaveUp) or `stop` is set
-// (kStopped). `back_off_first`: wait once before the first call (a
-// reconnect). `tick` runs at least every 100 ms while waiting.
+// INVALID_ARGUMENT) throws UsageError "learner HOST:PORT refused this
+// node: <its message>" at once. ALREADY_EXISTS is tried again like the rest
+// until duplicate_patience has passed since the first, then throws
+// UsageError naming the name and saying to pass another --name. Anything
+// else is tried again after backoff.next(), until give_up_after_s have
+// passed since the call (kGaveUp) or `stop` is set (kStopped).
+// `back_off_first`: wait once before the first call (a reconnect). `tick`
+// runs at least every 100 ms while waiting.
 JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
                      const v1::JoinRequest& request, Backoff& backoff, bool back_off_first,
                      const std::atomic<bool>& stop, const std::function<void()>& tick,

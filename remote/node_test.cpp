@@ -268,9 +268,21 @@ class FakeGateway final : public v1::ActorGateway::Service {
   bool demand = false;
   uint32_t cap = 1;
   bool ack_at_close = false, silent_at_close = false;
+  uint32_t duplicate_joins = 0;  // Joins answered ALREADY_EXISTS before one is taken
   std::vector<v1::UnrollMessage> got;
   std::atomic<size_t> count{0};  // of `got`, for the test to wait on
   std::vector<std::string> sessions;
+  std::atomic<uint32_t> joins{0};
+
+  grpc::Status Join(grpc::ServerContext*, const v1::JoinRequest* request,
+                    v1::JoinReply* reply) override {
+    if (joins++ < duplicate_joins) {
+      return {grpc::StatusCode::ALREADY_EXISTS,
+              "node " + request->node_name() + " is already connected from ipv4:10.0.0.9:4000"};
+    }
+    reply->set_session("s1");
+    return grpc::Status::OK;
+  }
 
   grpc::Status StreamWeights(grpc::ServerContext* context, const v1::StreamWeightsRequest*,
                              grpc::ServerWriter<v1::WeightsChunk>* writer) override {
@@ -483,6 +495,63 @@ TEST_F(UploaderFixture, AFinishWaitsForALearnerThatNeverAcksTwoSecondsAtMost) {
   EXPECT_LT(took, std::chrono::milliseconds(3500));
   EXPECT_EQ(r.sent, 2u);
   EXPECT_EQ(r.acked, 0u) << "unacked: the rejoin or the tally counts them lost";
+}
+
+// join_learner against a gateway that says the name is taken.
+struct DuplicateJoin {
+  FakeGateway gateway;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::ActorGateway::Stub> stub;
+  JoinCall call{.learner = "h:1", .token = "t", .give_up_after_s = 60};
+  v1::JoinRequest request;
+  Backoff backoff{7};
+  std::atomic<bool> stop{false};
+
+  explicit DuplicateJoin(uint32_t refusals) {
+    gateway.duplicate_joins = refusals;
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&gateway);
+    server = builder.BuildAndStart();
+    grpc::ChannelArguments arguments;
+    stub = v1::ActorGateway::NewStub(server->InProcessChannel(arguments));
+    request.set_node_name("gpu-box-3");
+  }
+  ~DuplicateJoin() { server->Shutdown(std::chrono::system_clock::now()); }
+  JoinEnd join(v1::JoinReply& reply) {
+    return join_learner(
+        *stub, call, request, backoff, false, stop, [] {}, reply);
+  }
+};
+
+TEST(JoinLearnerTest, ANameStillTakenIsTriedAgainWithBackOff) {
+  DuplicateJoin d(2);  // the learner notices the dead predecessor after two tries
+  v1::JoinReply reply;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(d.join(reply), JoinEnd::kJoined);
+  EXPECT_EQ(reply.session(), "s1");
+  EXPECT_EQ(d.gateway.joins, 3u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1100))
+      << "backed off 0.5 s and 1 s, jittered";
+}
+
+TEST(JoinLearnerTest, ANameTakenForThePatienceIsRefusedNamingTheNameAndTheWayOut) {
+  DuplicateJoin d(1000);
+  d.call.duplicate_patience = std::chrono::milliseconds(1200);
+  v1::JoinReply reply;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    d.join(reply);
+    FAIL() << "a node joined under a taken name";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'gpu-box-3'"), std::string::npos) << what;
+    EXPECT_NE(what.find("--name"), std::string::npos) << what;
+    EXPECT_NE(what.find("already connected"), std::string::npos) << what;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(1200));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_GE(d.gateway.joins, 2u) << "tried again before giving up";
 }
 
 }  // namespace
