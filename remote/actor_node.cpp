@@ -34,34 +34,15 @@ using namespace std::chrono_literals;
 // unroll stream says that the job is over.
 constexpr auto kStreamsEndGrace = 2s;
 
-// A private directory for the config the actor processes read, removed
-// with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base != nullptr && *base != 0 ? base : "/tmp") + "/pronghorn-node-XXXXXX";
-    PRONGHORN_CHECK(mkdtemp(pattern.data()) != nullptr, "cannot make a directory like ", pattern);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
+// What killed nodes (kill -9) left behind: shared memory and config directories.
 void remove_stale_segments() {
   const buffer::SegmentSweep sweep = buffer::remove_dead_segments();
   for (const buffer::Segment& s : sweep.removed) {
     spdlog::info("removed stale shared memory {} ({}) of dead process {} of {}", s.name,
                  buffer::format_bytes(s.bytes), s.fields.pid, s.fields.run);
+  }
+  for (const std::string& dir : remove_dead_node_dirs(temp_base())) {
+    spdlog::info("removed stale directory {} of a dead node", dir);
   }
 }
 
@@ -136,7 +117,7 @@ class Node {
   std::string ring_name_;
   std::unique_ptr<buffer::Ring> ring_;
   std::unique_ptr<LocalWeights> weights_;
-  std::optional<TempDir> dir_;
+  std::optional<NodeDir> dir_;
   std::optional<learner::Supervisor> supervisor_;
   int wanted_ = 0;
   std::atomic<int> alive_{0};
@@ -145,6 +126,7 @@ class Node {
   std::unique_ptr<Uploader> uploader_;
   std::optional<Uploader::Result> unsettled_;  // the last session, until the next Join says
   NodeTally tally_;
+  bool joined_ = false;  // a session existed: the tally is logged at exit
   bool closed_ = false;
 };
 
@@ -212,11 +194,12 @@ void Node::set_up(const v1::JoinReply& reply) {
   ring_ = buffer::Ring::create(ring_name_, job_->spec,
                                static_cast<uint32_t>(job_->config.learner.ring_slots));
   weights_ = std::make_unique<LocalWeights>(buffer::own_segment_name(buffer::kSlabSegment, run));
-  dir_.emplace();
+  dir_.emplace(temp_base());
   write_file_atomically(dir_->path() + "/config.toml", to_toml(job_->config), 0600);
 }
 
 void Node::joined(const v1::JoinReply& reply) {
+  joined_ = true;
   incarnation_ = reply.incarnation();
   wanted_ = static_cast<int>(reply.processes());
   if (supervisor_) scale(wanted_);

@@ -4,16 +4,21 @@
 // gateway in this process (no network).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <numeric>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "buffer/process.h"
 #include "buffer/segment_names.h"
 #include "buffer/weight_slab.h"
 #include "core/error.h"
@@ -552,6 +557,80 @@ TEST(JoinLearnerTest, ANameTakenForThePatienceIsRefusedNamingTheNameAndTheWayOut
   EXPECT_GE(took, std::chrono::milliseconds(1200));
   EXPECT_LT(took, std::chrono::seconds(5));
   EXPECT_GE(d.gateway.joins, 2u) << "tried again before giving up";
+}
+
+// A process that has exited: its pid and the start time it had.
+std::pair<int, uint64_t> dead_process() {
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  uint64_t start = 0;
+  for (int i = 0; i < 200 && start == 0; ++i) start = buffer::process_start_time(child);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return {child, start};
+}
+
+TEST(NodeDirTest, TheDirectoriesOfDeadNodesGoAndNothingElse) {
+  const std::string base = ::testing::TempDir() + "/node_dir_test_" + std::to_string(getpid());
+  std::filesystem::create_directories(base);
+  const auto [dead, dead_start] = dead_process();
+  ASSERT_NE(dead_start, 0u);
+  const uint64_t my_start = buffer::process_start_time(getpid());
+  const auto name = [](int pid, uint64_t start, const std::string& tail) {
+    return "pronghorn-node-" + std::to_string(pid) + "-" + std::to_string(start) + "-" + tail;
+  };
+  const std::string gone = base + "/" + name(dead, dead_start, "aB3xYz");
+  const std::string reused = base + "/" + name(getpid(), my_start + 1, "Qw12er");  // pid reused
+  const std::vector<std::string> kept = {
+      base + "/" + name(getpid(), my_start, "LiVe01"),  // a live node's
+      base + "/" + name(dead, dead_start, "short"),     // not mkdtemp's six
+      base + "/" + name(dead, dead_start, "abc-ef"),    //
+      base + "/pronghorn-node-0" + std::to_string(dead) + "-" + std::to_string(dead_start) +
+          "-abcdef",                                                 // a leading zero
+      base + "/pronghorn-node-" + std::to_string(dead) + "-abcdef",  // no start time
+      base + "/pronghorn-nodes-" + std::to_string(dead) + "-1-abcdef",
+  };
+  std::filesystem::create_directories(gone + "/inside");
+  std::ofstream(gone + "/inside/config.toml") << "x";
+  std::filesystem::create_directories(reused);
+  for (const auto& k : kept) std::filesystem::create_directories(k);
+  const std::string file = base + "/" + name(dead, dead_start, "fIle00");  // not a directory
+  std::ofstream(file) << "x";
+  const std::string link = base + "/" + name(dead, dead_start, "lInk00");  // a link to a directory
+  std::filesystem::create_directory_symlink(kept[0], link);
+
+  auto removed = remove_dead_node_dirs(base);
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> expected = {gone, reused};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(removed, expected);
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_FALSE(std::filesystem::exists(reused));
+  for (const auto& k : kept) EXPECT_TRUE(std::filesystem::is_directory(k)) << k;
+  EXPECT_TRUE(std::filesystem::is_regular_file(file));
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  std::filesystem::remove_all(base);
+}
+
+TEST(NodeDirTest, IsNamedAfterThisProcessAndGoesWithIt) {
+  const std::string base = ::testing::TempDir() + "/node_dir_own_" + std::to_string(getpid());
+  std::filesystem::create_directories(base);
+  std::string path;
+  {
+    NodeDir dir(base);
+    path = dir.path();
+    const std::string prefix = base + "/pronghorn-node-" + std::to_string(getpid()) + "-" +
+                               std::to_string(buffer::process_start_time(getpid())) + "-";
+    EXPECT_TRUE(path.starts_with(prefix)) << path;
+    EXPECT_EQ(path.size(), prefix.size() + 6) << path;
+    std::ofstream(path + "/config.toml") << "x";
+    EXPECT_EQ(remove_dead_node_dirs(base), std::vector<std::string>{}) << "alive: kept";
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(base);
 }
 
 }  // namespace
