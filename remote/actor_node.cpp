@@ -317,9 +317,12 @@ void Node::close() {
     if (unsettled_) tally_.end_session(unsettled_->sent, unsettled_->acked, std::nullopt);
     unsettled_.reset();
     const buffer::RingCounters c = ring_ ? ring_->counters() : buffer::RingCounters{};
-    spdlog::info("{}", tally_.line(name_, c.committed, c.ready));
-    if (!tally_.adds_up(c.committed, c.ready)) {
-      spdlog::warn("node {}: the unroll counts do not add up (a bug)", name_);
+    // A node refused before anything happened says only why (its caller's line).
+    if (joined_ || c.committed > 0) {
+      spdlog::info("{}", tally_.line(name_, c.committed, c.ready));
+      if (!tally_.adds_up(c.committed, c.ready)) {
+        spdlog::warn("node {}: the unroll counts do not add up (a bug)", name_);
+      }
     }
   } catch (const std::exception& e) {
     spdlog::error("node {}: while stopping: {}", name_, e.what());

@@ -304,6 +304,7 @@ TEST(ActorNodeTest, AWrongTokenIsRefusedOnceWithTheLearnersMessage) {
   NodeOptions o = options_for(served.port, "node-run-refused");
   o.token = "wrong";
   std::atomic<bool> stop{false};
+  CapturedLog log;
   try {
     run_actor_node(o, stop);
     FAIL() << "a refused node ran";
@@ -311,6 +312,8 @@ TEST(ActorNodeTest, AWrongTokenIsRefusedOnceWithTheLearnersMessage) {
     EXPECT_NE(std::string(e.what()).find("refused this node: wrong token"), std::string::npos)
         << e.what();
   }
+  EXPECT_EQ(log.text().find("unrolls committed"), std::string::npos)
+      << "a node refused before it ran has no tally to tell: " << log.text();
   served.server->Shutdown(std::chrono::system_clock::now() + 1s);
 }
 
