@@ -164,7 +164,10 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
           path, describe(*job.plugin), learner, wanted));
     }
   } else if (!plugin_path.empty()) {
-    spdlog::warn("--plugin {}: the job at {} loads no env plugin; ignored", plugin_path, learner);
+    // The learner refuses such a Join itself; this says the same should one not.
+    throw UsageError(fmt::format(
+        "--plugin {}: the job at {} loads no env plugin; start the node without --plugin",
+        plugin_path, learner));
   }
   const EnvSpec env = learner::check_job_config(job.config);
   job.spec = buffer::unroll_spec_for(env, job.config.actor.unroll_length, job.config.env.num_envs);

@@ -559,6 +559,18 @@ TEST(JoinLearnerTest, ANameTakenForThePatienceIsRefusedNamingTheNameAndTheWayOut
   EXPECT_GE(d.gateway.joins, 2u) << "tried again before giving up";
 }
 
+TEST(ReadJobTest, APluginForAJobWithoutOneIsRefused) {
+  const std::string path = ::testing::TempDir() + "/node_test_noplugin_" + std::to_string(getpid());
+  std::ofstream(path) << "a plugin the job does not load";
+  try {
+    read_job(reply_for(Config{}), "h:1", path);
+    FAIL() << "--plugin was taken for a job that loads none";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("loads no env plugin"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 // A process that has exited: its pid and the start time it had.
 std::pair<int, uint64_t> dead_process() {
   const pid_t child = fork();
