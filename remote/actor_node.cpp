@@ -334,12 +334,22 @@ void Node::close() {
 
 }  // namespace
 
+std::string node_name_from_host(std::string_view host) {
+  std::string name(host.substr(0, kMaxNodeName));
+  for (char& c : name) {
+    const bool usable = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!usable) c = '-';
+  }
+  return name.empty() ? "node" : name;
+}
+
 NodeExit run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop) {
   NodeOptions o = options;
   if (o.name.empty()) {
     char host[256] = {};
     PRONGHORN_CHECK(gethostname(host, sizeof host - 1) == 0, "cannot read this host's name");
-    o.name = host;
+    o.name = node_name_from_host(host);
   }
   Node node(o, stop);
   return node.run();

@@ -42,7 +42,7 @@ namespace pronghorn::remote {
 struct NodeOptions {
   std::string learner;  // HOST:PORT of the learner's remote.address
   std::string token;    // the job's
-  std::string name;     // this node's; empty = the hostname
+  std::string name;     // this node's; empty = the hostname (node_name_from_host)
   int processes = -1;   // actor processes; -1 = one per spare core (learner/actor_capacity.h)
   std::string plugin;   // the env plugin's path here, when not the job's env.plugin path
   double give_up_after_s = 300;
@@ -57,6 +57,12 @@ struct NodeExit {
   int code = 0;
   std::string line;
 };
+
+// A node's name is 1 to kMaxNodeName of [A-Za-z0-9._-] (the learner
+// refuses others); the default, the hostname, is made one: other characters
+// become '-', it is cut to kMaxNodeName, and an empty one is "node".
+constexpr size_t kMaxNodeName = 64;
+std::string node_name_from_host(std::string_view host);
 
 // Runs the node until it ends. Throws UsageError when refused (exit 2) and
 // Error on a failure here (actors that keep crashing: exit 1).

@@ -23,6 +23,7 @@
 #include "buffer/weight_slab.h"
 #include "core/error.h"
 #include "learner/job_check.h"
+#include "remote/actor_node.h"
 #include "remote/node_session.h"
 #include "remote/node_uploader.h"
 #include "remote/node_weights.h"
@@ -569,6 +570,14 @@ TEST(ReadJobTest, APluginForAJobWithoutOneIsRefused) {
     EXPECT_NE(std::string(e.what()).find("loads no env plugin"), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
+}
+
+TEST(NodeNameTest, AHostnameBecomesAUsableName) {
+  EXPECT_EQ(node_name_from_host("gpu-box_3.lab"), "gpu-box_3.lab");
+  EXPECT_EQ(node_name_from_host("rack 4/node+7"), "rack-4-node-7");
+  EXPECT_EQ(node_name_from_host(std::string(80, 'h')), std::string(64, 'h'));
+  EXPECT_EQ(node_name_from_host("h\xc3\xa9te"), "h--te") << "bytes, not letters";
+  EXPECT_EQ(node_name_from_host(""), "node");
 }
 
 // A process that has exited: its pid and the start time it had.
