@@ -10,7 +10,8 @@
 // Versions: the local slab numbers its versions 1, 2, …; the node keeps which
 // learner version (and incarnation) each one is, so an unroll goes out
 // stamped with the learner's version. Reconnects back off (0.5 s doubling to
-// 10 s); after one, no unroll goes out before the new session's first
+// 10 s, from 0.5 s again only once a session had an unroll acked); after
+// one, no unroll goes out before the new session's first
 // complete weights have arrived, and unrolls acted with a previous learner
 // incarnation's weights are discarded, never sent to the new one.
 //
