@@ -34,34 +34,15 @@ using namespace std::chrono_literals;
 // unroll stream says that the job is over.
 constexpr auto kStreamsEndGrace = 2s;
 
-// A private directory for the config the actor processes read, removed
-// with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base != nullptr && *base != 0 ? base : "/tmp") + "/pronghorn-node-XXXXXX";
-    PRONGHORN_CHECK(mkdtemp(pattern.data()) != nullptr, "cannot make a directory like ", pattern);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
+// What killed nodes (kill -9) left behind: shared memory and config directories.
 void remove_stale_segments() {
   const buffer::SegmentSweep sweep = buffer::remove_dead_segments();
   for (const buffer::Segment& s : sweep.removed) {
     spdlog::info("removed stale shared memory {} ({}) of dead process {} of {}", s.name,
                  buffer::format_bytes(s.bytes), s.fields.pid, s.fields.run);
+  }
+  for (const std::string& dir : remove_dead_node_dirs(temp_base())) {
+    spdlog::info("removed stale directory {} of a dead node", dir);
   }
 }
 
@@ -136,7 +117,7 @@ class Node {
   std::string ring_name_;
   std::unique_ptr<buffer::Ring> ring_;
   std::unique_ptr<LocalWeights> weights_;
-  std::optional<TempDir> dir_;
+  std::optional<NodeDir> dir_;
   std::optional<learner::Supervisor> supervisor_;
   int wanted_ = 0;
   std::atomic<int> alive_{0};
@@ -145,6 +126,7 @@ class Node {
   std::unique_ptr<Uploader> uploader_;
   std::optional<Uploader::Result> unsettled_;  // the last session, until the next Join says
   NodeTally tally_;
+  bool joined_ = false;  // a session existed: the tally is logged at exit
   bool closed_ = false;
 };
 
@@ -212,11 +194,12 @@ void Node::set_up(const v1::JoinReply& reply) {
   ring_ = buffer::Ring::create(ring_name_, job_->spec,
                                static_cast<uint32_t>(job_->config.learner.ring_slots));
   weights_ = std::make_unique<LocalWeights>(buffer::own_segment_name(buffer::kSlabSegment, run));
-  dir_.emplace();
+  dir_.emplace(temp_base());
   write_file_atomically(dir_->path() + "/config.toml", to_toml(job_->config), 0600);
 }
 
 void Node::joined(const v1::JoinReply& reply) {
+  joined_ = true;
   incarnation_ = reply.incarnation();
   wanted_ = static_cast<int>(reply.processes());
   if (supervisor_) scale(wanted_);
@@ -236,11 +219,13 @@ void Node::joined(const v1::JoinReply& reply) {
 // job ended. Leaves the session's counts in unsettled_.
 bool Node::serve_session(const v1::JoinReply& reply) {
   std::optional<Clock::time_point> weights_ended;
-  bool weighted = false;
+  bool delivered = false;
   while (!stop_.load()) {
     tick();
-    if (!weighted && receiver_->ready()) {  // a session that got this far starts back-off over
-      weighted = true;
+    // Only a session that delivered starts back-off over: a node knocked
+    // off again and again after joining slows down.
+    if (!delivered && uploader_->acked() > 0) {
+      delivered = true;
       backoff_.reset();
     }
     if (uploader_->ended()) break;
@@ -332,9 +317,12 @@ void Node::close() {
     if (unsettled_) tally_.end_session(unsettled_->sent, unsettled_->acked, std::nullopt);
     unsettled_.reset();
     const buffer::RingCounters c = ring_ ? ring_->counters() : buffer::RingCounters{};
-    spdlog::info("{}", tally_.line(name_, c.committed, c.ready));
-    if (!tally_.adds_up(c.committed, c.ready)) {
-      spdlog::warn("node {}: the unroll counts do not add up (a bug)", name_);
+    // A node refused before anything happened says only why (its caller's line).
+    if (joined_ || c.committed > 0) {
+      spdlog::info("{}", tally_.line(name_, c.committed, c.ready));
+      if (!tally_.adds_up(c.committed, c.ready)) {
+        spdlog::warn("node {}: the unroll counts do not add up (a bug)", name_);
+      }
     }
   } catch (const std::exception& e) {
     spdlog::error("node {}: while stopping: {}", name_, e.what());
@@ -346,12 +334,22 @@ void Node::close() {
 
 }  // namespace
 
+std::string node_name_from_host(std::string_view host) {
+  std::string name(host.substr(0, kMaxNodeName));
+  for (char& c : name) {
+    const bool usable = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!usable) c = '-';
+  }
+  return name.empty() ? "node" : name;
+}
+
 NodeExit run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop) {
   NodeOptions o = options;
   if (o.name.empty()) {
     char host[256] = {};
     PRONGHORN_CHECK(gethostname(host, sizeof host - 1) == 0, "cannot read this host's name");
-    o.name = host;
+    o.name = node_name_from_host(host);
   }
   Node node(o, stop);
   return node.run();

@@ -10,7 +10,8 @@
 // Versions: the local slab numbers its versions 1, 2, …; the node keeps which
 // learner version (and incarnation) each one is, so an unroll goes out
 // stamped with the learner's version. Reconnects back off (0.5 s doubling to
-// 10 s); after one, no unroll goes out before the new session's first
+// 10 s, from 0.5 s again only once a session had an unroll acked); after
+// one, no unroll goes out before the new session's first
 // complete weights have arrived, and unrolls acted with a previous learner
 // incarnation's weights are discarded, never sent to the new one.
 //
@@ -27,18 +28,22 @@
 // Ends: 0 on `stop` (SIGTERM/SIGINT) or when the learner says the job ended;
 // 75 (kExitTransient) when no learner has answered for give_up_after_s;
 // UsageError (exit 2) when refused (wrong token, version, plugin or spec),
-// never retried. Leaves no process or shared-memory segment behind.
+// never retried, or when another node keeps the name for 15 s (ALREADY_EXISTS
+// is tried again until then). Leaves no process or shared-memory segment
+// behind.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace pronghorn::remote {
 
 struct NodeOptions {
   std::string learner;  // HOST:PORT of the learner's remote.address
   std::string token;    // the job's
-  std::string name;     // this node's; empty = the hostname
+  std::string name;     // this node's; empty = the hostname (node_name_from_host)
   int processes = -1;   // actor processes; -1 = one per spare core (learner/actor_capacity.h)
   std::string plugin;   // the env plugin's path here, when not the job's env.plugin path
   double give_up_after_s = 300;
@@ -53,6 +58,12 @@ struct NodeExit {
   int code = 0;
   std::string line;
 };
+
+// A node's name is 1 to kMaxNodeName of [A-Za-z0-9._-] (the learner
+// refuses others); the default, the hostname, is made one: other characters
+// become '-', it is cut to kMaxNodeName, and an empty one is "node".
+constexpr size_t kMaxNodeName = 64;
+std::string node_name_from_host(std::string_view host);
 
 // Runs the node until it ends. Throws UsageError when refused (exit 2) and
 // Error on a failure here (actors that keep crashing: exit 1).

@@ -84,8 +84,9 @@ class FakeLearner final : public v1::ActorGateway::Service {
     model->write_flat(params_.data());
   }
 
-  uint32_t until = 6;      // unrolls taken before the job ends
-  uint32_t cut_after = 0;  // the first session's stream fails after this many (0: never)
+  uint32_t until = 6;          // unrolls taken before the job ends
+  uint32_t cut_after = 0;      // the first session's stream fails after this many (0: never)
+  bool acks_at_close = false;  // no acks until the node half-closes, then one for all
   std::mutex mutex;
   std::vector<v1::UnrollMessage> got;
   std::vector<v1::JoinRequest> joins;
@@ -137,18 +138,27 @@ class FakeLearner final : public v1::ActorGateway::Service {
     reply.set_processes(1);
     stream->Write(reply);
     v1::UnrollMessage m;
+    uint64_t last = 0;
     for (;;) {
       {
         std::lock_guard lock(mutex);
         if (got.size() >= until) break;
       }
-      if (!stream->Read(&m)) return grpc::Status::OK;
+      if (!stream->Read(&m)) {  // the node half-closed: it is stopping
+        if (acks_at_close) {
+          reply.set_acked(last);
+          reply.set_credits(0);
+          stream->Write(reply);
+        }
+        return grpc::Status::OK;
+      }
       std::lock_guard lock(mutex);
       got.push_back(m);
+      last = m.sequence();
       if (joins.size() == 1 && got.size() == cut_after) {
         return {grpc::StatusCode::UNAVAILABLE, "cut"};  // no ack for the last
       }
-      reply.set_acked(m.sequence());
+      reply.set_acked(acks_at_close ? 0 : m.sequence());
       reply.set_credits(1);
       stream->Write(reply);
     }
@@ -255,12 +265,46 @@ TEST(ActorNodeTest, RejoinsAfterACutWithItsPreviousSessionAndStartsItsSequenceOv
   served.server->Shutdown(std::chrono::system_clock::now() + 1s);
 }
 
+TEST(ActorNodeTest, AStopWaitsForTheLearnersLastAckSoNothingSentCountsAsLost) {
+  FakeLearner learner(small_job());
+  learner.until = 1'000'000;
+  learner.acks_at_close = true;
+  Served served = serve(learner);
+  const std::string name = "node-run-stop-" + std::to_string(getpid());
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {  // SIGTERM, once some unrolls are out
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard lock(learner.mutex);
+        if (learner.got.size() >= 4) break;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    stop = true;
+  });
+  CapturedLog log;
+  const NodeExit exit = run_actor_node(options_for(served.port, name), stop);
+  stopper.join();
+  EXPECT_EQ(exit.code, 0) << exit.line;
+  EXPECT_NE(exit.line.find("stopped"), std::string::npos) << exit.line;
+  const auto tally = tally_of(log.text());
+  ASSERT_EQ(tally.size(), 5u) << log.text();
+  std::lock_guard lock(learner.mutex);
+  EXPECT_GE(learner.got.size(), 4u);
+  EXPECT_EQ(tally[1], learner.got.size()) << "acked: all the learner committed, told at the close";
+  EXPECT_EQ(tally[2], 0u) << "lost in flight";
+  EXPECT_EQ(segments_of("node-" + name), std::set<std::string>{});
+  served.server->Shutdown(std::chrono::system_clock::now() + 1s);
+}
+
 TEST(ActorNodeTest, AWrongTokenIsRefusedOnceWithTheLearnersMessage) {
   FakeLearner learner(small_job());
   Served served = serve(learner);
   NodeOptions o = options_for(served.port, "node-run-refused");
   o.token = "wrong";
   std::atomic<bool> stop{false};
+  CapturedLog log;
   try {
     run_actor_node(o, stop);
     FAIL() << "a refused node ran";
@@ -268,6 +312,8 @@ TEST(ActorNodeTest, AWrongTokenIsRefusedOnceWithTheLearnersMessage) {
     EXPECT_NE(std::string(e.what()).find("refused this node: wrong token"), std::string::npos)
         << e.what();
   }
+  EXPECT_EQ(log.text().find("unrolls committed"), std::string::npos)
+      << "a node refused before it ran has no tally to tell: " << log.text();
   served.server->Shutdown(std::chrono::system_clock::now() + 1s);
 }
 

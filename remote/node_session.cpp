@@ -2,11 +2,19 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <thread>
 
+#include "buffer/process.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "learner/job_check.h"
@@ -95,6 +103,7 @@ JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
   const auto give_up_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(call.give_up_after_s));
   bool wait = back_off_first;
+  std::optional<Clock::time_point> first_duplicate;
   for (;;) {
     if (wait) {
       const auto pause = std::min<Clock::duration>(backoff.next(), give_up_at - Clock::now());
@@ -112,6 +121,17 @@ JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
     if (refusal(status.error_code())) {
       throw UsageError(
           fmt::format("learner {} refused this node: {}", call.learner, status.error_message()));
+    }
+    if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+      if (!first_duplicate) first_duplicate = Clock::now();
+      if (Clock::now() - *first_duplicate >= call.duplicate_patience) {
+        throw UsageError(fmt::format(
+            "learner {} refused this node for {:g} s: {}; another node is running as '{}': give "
+            "this one another --name",
+            call.learner, std::chrono::duration<double>(call.duplicate_patience).count(),
+            status.error_message(), request.node_name()));
+      }
+      spdlog::info("join {}: {}; trying again", call.learner, status.error_message());
     }
     spdlog::debug("join {}: {} ({})", call.learner, status.error_message(),
                   static_cast<int>(status.error_code()));
@@ -144,7 +164,10 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
           path, describe(*job.plugin), learner, wanted));
     }
   } else if (!plugin_path.empty()) {
-    spdlog::warn("--plugin {}: the job at {} loads no env plugin; ignored", plugin_path, learner);
+    // The learner refuses such a Join itself; this says the same should one not.
+    throw UsageError(fmt::format(
+        "--plugin {}: the job at {} loads no env plugin; start the node without --plugin",
+        plugin_path, learner));
   }
   const EnvSpec env = learner::check_job_config(job.config);
   job.spec = buffer::unroll_spec_for(env, job.config.actor.unroll_length, job.config.env.num_envs);
@@ -157,6 +180,84 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
         learner, job.spec_hash, job.slot_bytes, reply.spec_hash(), reply.slot_bytes(), env.name));
   }
   return job;
+}
+
+namespace {
+
+constexpr std::string_view kDirPrefix = "pronghorn-node-";
+
+// Digits only, no sign or leading zero, within `max`: the number; else nothing.
+std::optional<uint64_t> strict_number(std::string_view digits, uint64_t max) {
+  if (digits.empty() || digits.size() > 20 || digits[0] == '0') return std::nullopt;
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size() || n > max) return std::nullopt;
+  return n;
+}
+
+struct DirOwner {
+  int pid = 0;
+  uint64_t start_time = 0;
+};
+
+// "pronghorn-node-<pid>-<start>-XXXXXX" (mkdtemp's six letters or digits)
+// → its owner; anything else → nothing.
+std::optional<DirOwner> dir_owner(std::string_view name) {
+  if (!name.starts_with(kDirPrefix)) return std::nullopt;
+  name.remove_prefix(kDirPrefix.size());
+  const size_t a = name.find('-');
+  if (a == std::string_view::npos) return std::nullopt;
+  const size_t b = name.find('-', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  const std::string_view suffix = name.substr(b + 1);
+  const bool suffix_ok =
+      suffix.size() == 6 && std::all_of(suffix.begin(), suffix.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+      });
+  const auto pid = strict_number(name.substr(0, a), std::numeric_limits<int>::max());
+  const auto start =
+      strict_number(name.substr(a + 1, b - a - 1), std::numeric_limits<uint64_t>::max());
+  if (!suffix_ok || !pid || !start) return std::nullopt;
+  return DirOwner{static_cast<int>(*pid), *start};
+}
+
+}  // namespace
+
+NodeDir::NodeDir(const std::string& base) {
+  const int pid = getpid();
+  std::string pattern =
+      fmt::format("{}/{}{}-{}-XXXXXX", base, kDirPrefix, pid, buffer::process_start_time(pid));
+  PRONGHORN_CHECK(mkdtemp(pattern.data()) != nullptr, "cannot make a directory like ", pattern);
+  path_ = pattern;
+}
+
+NodeDir::~NodeDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string temp_base() {
+  const char* base = std::getenv("TMPDIR");
+  return base != nullptr && *base != 0 ? base : "/tmp";
+}
+
+std::vector<std::string> remove_dead_node_dirs(const std::string& base) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
+    const std::optional<DirOwner> owner = dir_owner(entry.path().filename().string());
+    if (!owner) continue;
+    struct stat st {};
+    // lstat: a link named like ours is not ours, whatever it points at.
+    if (lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+      continue;
+    }
+    if (!buffer::process_gone(owner->pid, owner->start_time)) continue;
+    std::error_code remove_error;
+    std::filesystem::remove_all(entry.path(), remove_error);
+    if (!remove_error) removed.push_back(entry.path().string());
+  }
+  return removed;
 }
 
 }  // namespace pronghorn::remote

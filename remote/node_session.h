@@ -5,6 +5,7 @@
 //   Backoff           0.5 s doubling to 10 s, each wait jittered
 //   join_learner      Join until answered, refused (UsageError) or given up
 //   read_job          JoinReply → the job's config, unroll spec and plugin, checked here
+//   NodeDir           the private directory of the config the actors read
 //
 // Threads: the node's loop.
 #pragma once
@@ -19,6 +20,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "buffer/unroll_spec.h"
 #include "core/config.h"
@@ -54,15 +56,22 @@ struct JoinCall {
   std::string learner, token;
   double give_up_after_s = 300;
   std::chrono::milliseconds deadline{10'000};  // of each call
+  // How long ALREADY_EXISTS is retried: the learner has not yet noticed a
+  // dead predecessor of this name (its keepalive takes ~5 s), or another
+  // live node has the name.
+  std::chrono::milliseconds duplicate_patience{15'000};
 };
 
 // Calls Join until the learner answers: the reply. A refusal
 // (UNAUTHENTICATED, PERMISSION_DENIED, FAILED_PRECONDITION,
-// INVALID_ARGUMENT) throws UsageError "learner HOST:PORT refused this node:
-// <its message>" at once. Anything else is tried again after backoff.next(),
-// until give_up_after_s have passed since the call (kGaveUp) or `stop` is set
-// (kStopped). `back_off_first`: wait once before the first call (a
-// reconnect). `tick` runs at least every 100 ms while waiting.
+// INVALID_ARGUMENT) throws UsageError "learner HOST:PORT refused this
+// node: <its message>" at once. ALREADY_EXISTS is tried again like the rest
+// until duplicate_patience has passed since the first, then throws
+// UsageError naming the name and saying to pass another --name. Anything
+// else is tried again after backoff.next(), until give_up_after_s have
+// passed since the call (kGaveUp) or `stop` is set (kStopped).
+// `back_off_first`: wait once before the first call (a reconnect). `tick`
+// runs at least every 100 ms while waiting.
 JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
                      const v1::JoinRequest& request, Backoff& backoff, bool back_off_first,
                      const std::atomic<bool>& stop, const std::function<void()>& tick,
@@ -82,5 +91,30 @@ struct NodeJob {
 // equal to the reply's. Throws UsageError naming what differs.
 NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
                  const std::string& plugin_path);
+
+// A private directory, removed with everything in it:
+// BASE/pronghorn-node-<pid>-<start>-XXXXXX, named after this process (its
+// pid and start time, buffer/process.h) so that one a killed node left
+// behind is known for dead by the next (remove_dead_node_dirs).
+class NodeDir {
+ public:
+  explicit NodeDir(const std::string& base);
+  ~NodeDir();
+  NodeDir(const NodeDir&) = delete;
+  NodeDir& operator=(const NodeDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// $TMPDIR, else /tmp.
+std::string temp_base();
+
+// Removes the directories in `base` named like a NodeDir, owned by this
+// user, whose process is certainly gone (buffer::process_gone); anything
+// else (another user's, a live node's, a name not exactly ours) stays. The
+// paths removed.
+std::vector<std::string> remove_dead_node_dirs(const std::string& base);
 
 }  // namespace pronghorn::remote

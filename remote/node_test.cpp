@@ -4,19 +4,26 @@
 // gateway in this process (no network).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "buffer/process.h"
 #include "buffer/segment_names.h"
 #include "buffer/weight_slab.h"
 #include "core/error.h"
 #include "learner/job_check.h"
+#include "remote/actor_node.h"
 #include "remote/node_session.h"
 #include "remote/node_uploader.h"
 #include "remote/node_weights.h"
@@ -255,13 +262,33 @@ TEST(ReadJobTest, AJobPluginThisNodeLacksOrHoldsAnotherOfIsRefused) {
 }
 
 // A learner's side of the two streams, in this process: versions of weights
-// out, unrolls in, one credit back per unroll, job_ended after `until`.
+// out, unrolls in, job_ended after `until`. Credits: `first_credits`, then
+// one back per unroll, or (`demand`) up to the unroll's waiting + 1, at most
+// `cap`, as the learner grants them. `ack_at_close`: no acks until the node
+// half-closes, then one for all; `silent_at_close`: none even then.
 class FakeGateway final : public v1::ActorGateway::Service {
  public:
   std::vector<std::vector<float>> versions;  // sent as learner versions 1, 2, …
   uint32_t until = 3;                        // unrolls taken before the job ends
+  uint32_t first_credits = 2;
+  bool demand = false;
+  uint32_t cap = 1;
+  bool ack_at_close = false, silent_at_close = false;
+  uint32_t duplicate_joins = 0;  // Joins answered ALREADY_EXISTS before one is taken
   std::vector<v1::UnrollMessage> got;
+  std::atomic<size_t> count{0};  // of `got`, for the test to wait on
   std::vector<std::string> sessions;
+  std::atomic<uint32_t> joins{0};
+
+  grpc::Status Join(grpc::ServerContext*, const v1::JoinRequest* request,
+                    v1::JoinReply* reply) override {
+    if (joins++ < duplicate_joins) {
+      return {grpc::StatusCode::ALREADY_EXISTS,
+              "node " + request->node_name() + " is already connected from ipv4:10.0.0.9:4000"};
+    }
+    reply->set_session("s1");
+    return grpc::Status::OK;
+  }
 
   grpc::Status StreamWeights(grpc::ServerContext* context, const v1::StreamWeightsRequest*,
                              grpc::ServerWriter<v1::WeightsChunk>* writer) override {
@@ -278,15 +305,29 @@ class FakeGateway final : public v1::ActorGateway::Service {
     const auto session = context->client_metadata().find(kSessionMetadata)->second;
     sessions.emplace_back(session.data(), session.size());
     v1::UnrollReply reply;
-    reply.set_credits(2);
+    reply.set_credits(first_credits);
     reply.set_processes(3);
     stream->Write(reply);
+    uint32_t held = first_credits;
     v1::UnrollMessage m;
-    while (got.size() < until && stream->Read(&m)) {
+    while (got.size() < until) {
+      if (!stream->Read(&m)) {  // the node half-closed
+        if (silent_at_close) {
+          while (!context->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          return grpc::Status::CANCELLED;
+        }
+        reply.set_credits(0);
+        stream->Write(reply);
+        return grpc::Status::OK;
+      }
       got.push_back(m);
+      ++count;
+      --held;
       reply.set_acked(m.sequence());
-      reply.set_credits(1);
-      stream->Write(reply);
+      const uint32_t wanted = demand ? std::min(m.waiting() + 1, cap) : held + 1;
+      reply.set_credits(wanted > held ? wanted - held : 0);
+      held += reply.credits();
+      if (!ack_at_close) stream->Write(reply);
     }
     reply.set_credits(0);
     reply.set_job_ended(true);
@@ -352,9 +393,265 @@ TEST(UploaderTest, SendsWholeSlotsWithTheLearnersVersionPerCreditAndDiscardsOthe
     EXPECT_EQ(m.episodes(), 2u);
     EXPECT_EQ(m.actor(), 5u);
     EXPECT_EQ(m.processes_alive(), 2u);
+    EXPECT_LE(m.waiting(), 2 - i) << "at most those committed after it";
   }
   EXPECT_EQ(ring->counters().ready, 0u);
   server->Shutdown(std::chrono::system_clock::now());
+}
+
+// One session's uploader against a FakeGateway: the ring, the slab with
+// learner version 1 of incarnation "inc" in it, and the stub.
+class UploaderFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { gateway.versions = {ramp(60)}; }
+  void start() {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&gateway);
+    server = builder.BuildAndStart();
+    grpc::ChannelArguments arguments;
+    stub = v1::ActorGateway::NewStub(server->InProcessChannel(arguments));
+    const std::string run = "node-test-" + std::to_string(getpid());
+    ring = buffer::Ring::create(buffer::own_segment_name(buffer::kRingSegment, run),
+                                {.T = 2, .K = 1, .obs_shape = {4}}, 8);
+    weights = std::make_unique<LocalWeights>(buffer::own_segment_name(buffer::kSlabSegment, run));
+    receiver = std::make_unique<WeightsReceiver>(*stub, "t", "s1", "inc", *weights);
+    ASSERT_TRUE(wait_until([&] { return weights->newest() == LearnerVersion{"inc", 1}; }));
+  }
+  Uploader make_uploader() {
+    return Uploader(*stub, {"t", "s1", "inc"}, *ring, *weights, receiver->ready_flag(), alive);
+  }
+  void TearDown() override {
+    if (receiver) receiver->finish();
+    if (server) server->Shutdown(std::chrono::system_clock::now());
+  }
+  static bool wait_until(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  FakeGateway gateway;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::ActorGateway::Stub> stub;
+  std::unique_ptr<buffer::Ring> ring;
+  std::unique_ptr<LocalWeights> weights;
+  std::unique_ptr<WeightsReceiver> receiver;
+  std::atomic<int> alive{1};
+};
+
+TEST_F(UploaderFixture, SaysHowManyWaitAndSendsAllOnOneCreditAtATime) {
+  gateway.first_credits = 1;
+  gateway.demand = true;
+  gateway.cap = 1;
+  gateway.until = 5;
+  start();
+  for (uint8_t i = 0; i < 3; ++i) commit_unroll(*ring, 1, 0x30 + i);
+  Uploader uploader = make_uploader();
+  ASSERT_TRUE(wait_until([&] { return gateway.count >= 3; }));
+  commit_unroll(*ring, 1, 0x40);
+  commit_unroll(*ring, 1, 0x41);
+  ASSERT_TRUE(wait_until([&] { return uploader.ended(); }));
+  const Uploader::Result r = uploader.finish();
+  EXPECT_TRUE(r.job_ended);
+  EXPECT_EQ(r.sent, 5u);
+  EXPECT_EQ(r.acked, 5u);
+  ASSERT_EQ(gateway.got.size(), 5u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(gateway.got[i].waiting(), 2 - i) << "committed behind unroll " << i + 1;
+  }
+  EXPECT_LE(gateway.got[3].waiting(), 1u);
+  EXPECT_EQ(gateway.got[4].waiting(), 0u);
+  EXPECT_EQ(ring->counters().ready, 0u);
+}
+
+TEST_F(UploaderFixture, AFinishHalfClosesAndTakesTheLearnersLastAck) {
+  gateway.first_credits = 8;
+  gateway.until = 100;
+  gateway.ack_at_close = true;
+  start();
+  for (uint8_t i = 0; i < 4; ++i) commit_unroll(*ring, 1, 0x50 + i);
+  Uploader uploader = make_uploader();
+  ASSERT_TRUE(wait_until([&] { return gateway.count >= 4; }));
+  EXPECT_EQ(uploader.acked(), 0u) << "the gateway acks only at the close";
+  const auto start = std::chrono::steady_clock::now();
+  const Uploader::Result r = uploader.finish();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(r.sent, 4u);
+  EXPECT_EQ(r.acked, 4u) << "the ack that answered the half-close";
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_FALSE(r.job_ended);
+}
+
+TEST_F(UploaderFixture, AFinishWaitsForALearnerThatNeverAcksTwoSecondsAtMost) {
+  gateway.first_credits = 8;
+  gateway.until = 100;
+  gateway.ack_at_close = true;
+  gateway.silent_at_close = true;
+  start();
+  for (uint8_t i = 0; i < 2; ++i) commit_unroll(*ring, 1, 0x60 + i);
+  Uploader uploader = make_uploader();
+  ASSERT_TRUE(wait_until([&] { return gateway.count >= 2; }));
+  const auto start = std::chrono::steady_clock::now();
+  const Uploader::Result r = uploader.finish();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(1900)) << "it waited for the ack";
+  EXPECT_LT(took, std::chrono::milliseconds(3500));
+  EXPECT_EQ(r.sent, 2u);
+  EXPECT_EQ(r.acked, 0u) << "unacked: the rejoin or the tally counts them lost";
+}
+
+// join_learner against a gateway that says the name is taken.
+struct DuplicateJoin {
+  FakeGateway gateway;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::ActorGateway::Stub> stub;
+  JoinCall call{.learner = "h:1", .token = "t", .give_up_after_s = 60};
+  v1::JoinRequest request;
+  Backoff backoff{7};
+  std::atomic<bool> stop{false};
+
+  explicit DuplicateJoin(uint32_t refusals) {
+    gateway.duplicate_joins = refusals;
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&gateway);
+    server = builder.BuildAndStart();
+    grpc::ChannelArguments arguments;
+    stub = v1::ActorGateway::NewStub(server->InProcessChannel(arguments));
+    request.set_node_name("gpu-box-3");
+  }
+  ~DuplicateJoin() { server->Shutdown(std::chrono::system_clock::now()); }
+  JoinEnd join(v1::JoinReply& reply) {
+    return join_learner(
+        *stub, call, request, backoff, false, stop, [] {}, reply);
+  }
+};
+
+TEST(JoinLearnerTest, ANameStillTakenIsTriedAgainWithBackOff) {
+  DuplicateJoin d(2);  // the learner notices the dead predecessor after two tries
+  v1::JoinReply reply;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(d.join(reply), JoinEnd::kJoined);
+  EXPECT_EQ(reply.session(), "s1");
+  EXPECT_EQ(d.gateway.joins, 3u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1100))
+      << "backed off 0.5 s and 1 s, jittered";
+}
+
+TEST(JoinLearnerTest, ANameTakenForThePatienceIsRefusedNamingTheNameAndTheWayOut) {
+  DuplicateJoin d(1000);
+  d.call.duplicate_patience = std::chrono::milliseconds(1200);
+  v1::JoinReply reply;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    d.join(reply);
+    FAIL() << "a node joined under a taken name";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'gpu-box-3'"), std::string::npos) << what;
+    EXPECT_NE(what.find("--name"), std::string::npos) << what;
+    EXPECT_NE(what.find("already connected"), std::string::npos) << what;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(1200));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_GE(d.gateway.joins, 2u) << "tried again before giving up";
+}
+
+TEST(ReadJobTest, APluginForAJobWithoutOneIsRefused) {
+  const std::string path = ::testing::TempDir() + "/node_test_noplugin_" + std::to_string(getpid());
+  std::ofstream(path) << "a plugin the job does not load";
+  try {
+    read_job(reply_for(Config{}), "h:1", path);
+    FAIL() << "--plugin was taken for a job that loads none";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("loads no env plugin"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(NodeNameTest, AHostnameBecomesAUsableName) {
+  EXPECT_EQ(node_name_from_host("gpu-box_3.lab"), "gpu-box_3.lab");
+  EXPECT_EQ(node_name_from_host("rack 4/node+7"), "rack-4-node-7");
+  EXPECT_EQ(node_name_from_host(std::string(80, 'h')), std::string(64, 'h'));
+  EXPECT_EQ(node_name_from_host("h\xc3\xa9te"), "h--te") << "bytes, not letters";
+  EXPECT_EQ(node_name_from_host(""), "node");
+}
+
+// A process that has exited: its pid and the start time it had.
+std::pair<int, uint64_t> dead_process() {
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  uint64_t start = 0;
+  for (int i = 0; i < 200 && start == 0; ++i) start = buffer::process_start_time(child);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return {child, start};
+}
+
+TEST(NodeDirTest, TheDirectoriesOfDeadNodesGoAndNothingElse) {
+  const std::string base = ::testing::TempDir() + "/node_dir_test_" + std::to_string(getpid());
+  std::filesystem::create_directories(base);
+  const auto [dead, dead_start] = dead_process();
+  ASSERT_NE(dead_start, 0u);
+  const uint64_t my_start = buffer::process_start_time(getpid());
+  const auto name = [](int pid, uint64_t start, const std::string& tail) {
+    return "pronghorn-node-" + std::to_string(pid) + "-" + std::to_string(start) + "-" + tail;
+  };
+  const std::string gone = base + "/" + name(dead, dead_start, "aB3xYz");
+  const std::string reused = base + "/" + name(getpid(), my_start + 1, "Qw12er");  // pid reused
+  const std::vector<std::string> kept = {
+      base + "/" + name(getpid(), my_start, "LiVe01"),  // a live node's
+      base + "/" + name(dead, dead_start, "short"),     // not mkdtemp's six
+      base + "/" + name(dead, dead_start, "abc-ef"),    //
+      base + "/pronghorn-node-0" + std::to_string(dead) + "-" + std::to_string(dead_start) +
+          "-abcdef",                                                 // a leading zero
+      base + "/pronghorn-node-" + std::to_string(dead) + "-abcdef",  // no start time
+      base + "/pronghorn-nodes-" + std::to_string(dead) + "-1-abcdef",
+  };
+  std::filesystem::create_directories(gone + "/inside");
+  std::ofstream(gone + "/inside/config.toml") << "x";
+  std::filesystem::create_directories(reused);
+  for (const auto& k : kept) std::filesystem::create_directories(k);
+  const std::string file = base + "/" + name(dead, dead_start, "fIle00");  // not a directory
+  std::ofstream(file) << "x";
+  const std::string link = base + "/" + name(dead, dead_start, "lInk00");  // a link to a directory
+  std::filesystem::create_directory_symlink(kept[0], link);
+
+  auto removed = remove_dead_node_dirs(base);
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> expected = {gone, reused};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(removed, expected);
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_FALSE(std::filesystem::exists(reused));
+  for (const auto& k : kept) EXPECT_TRUE(std::filesystem::is_directory(k)) << k;
+  EXPECT_TRUE(std::filesystem::is_regular_file(file));
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  std::filesystem::remove_all(base);
+}
+
+TEST(NodeDirTest, IsNamedAfterThisProcessAndGoesWithIt) {
+  const std::string base = ::testing::TempDir() + "/node_dir_own_" + std::to_string(getpid());
+  std::filesystem::create_directories(base);
+  std::string path;
+  {
+    NodeDir dir(base);
+    path = dir.path();
+    const std::string prefix = base + "/pronghorn-node-" + std::to_string(getpid()) + "-" +
+                               std::to_string(buffer::process_start_time(getpid())) + "-";
+    EXPECT_TRUE(path.starts_with(prefix)) << path;
+    EXPECT_EQ(path.size(), prefix.size() + 6) << path;
+    std::ofstream(path + "/config.toml") << "x";
+    EXPECT_EQ(remove_dead_node_dirs(base), std::vector<std::string>{}) << "alive: kept";
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(base);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <utility>
 
 #include "remote/wire.h"
@@ -16,6 +17,11 @@ using namespace std::chrono_literals;
 
 // Bounded waits, so a finishing Uploader is never stuck behind one.
 constexpr auto kWait = 100ms;
+// A clean finish half-closes the stream and waits this long at most for the
+// learner's last cumulative ack (and for a Write held up by flow control),
+// so what the node counts as acked is what the learner committed.
+constexpr auto kFinishGrace = 2s;
+constexpr auto kAckedEndGrace = 200ms;
 
 }  // namespace
 
@@ -63,6 +69,11 @@ bool Uploader::job_ended() const {
   return job_ended_;
 }
 
+uint64_t Uploader::acked() const {
+  const std::lock_guard lock(mutex_);
+  return acked_;
+}
+
 std::optional<int> Uploader::wanted_processes() {
   const std::lock_guard lock(mutex_);
   return std::exchange(wanted_, std::nullopt);
@@ -86,6 +97,13 @@ void Uploader::read_loop() {
   changed_.notify_all();
 }
 
+void Uploader::write_loop() {
+  write_unrolls();
+  const std::lock_guard lock(mutex_);
+  writer_done_ = true;
+  changed_.notify_all();
+}
+
 bool Uploader::wait_for_credit() {
   std::unique_lock lock(mutex_);
   // Nothing more goes out once the learner said the job ended: it would
@@ -95,7 +113,7 @@ bool Uploader::wait_for_credit() {
   return !ended_ && !finishing_ && !job_ended_;
 }
 
-void Uploader::write_loop() {
+void Uploader::write_unrolls() {
   v1::UnrollMessage message;
   for (;;) {
     if (!weights_ready_.load()) {  // the session's first weights come before any unroll
@@ -130,6 +148,9 @@ void Uploader::write_loop() {
     message.set_processes_alive(static_cast<uint32_t>(std::max(0, alive_.load())));
     message.set_slot(slot.data, ring_.layout().bytes);
     ring_.release(*taken);
+    // The learner grants credits up to this plus one: the node's demand.
+    message.set_waiting(static_cast<uint32_t>(
+        std::min<uint64_t>(ring_.counters().ready, std::numeric_limits<uint32_t>::max())));
     {
       const std::lock_guard lock(mutex_);
       --credits_;
@@ -141,19 +162,48 @@ void Uploader::write_loop() {
 
 Uploader::Result Uploader::finish() {
   if (result_) return *result_;
-  {
-    const std::lock_guard lock(mutex_);
-    finishing_ = true;
-    changed_.notify_all();
+  const auto grace_ends = std::chrono::steady_clock::now() + kFinishGrace;
+  std::unique_lock lock(mutex_);
+  finishing_ = true;
+  changed_.notify_all();
+  // The writer stops at its next credit wait; one held up in a Write by
+  // flow control past the grace is cut loose by cancelling the stream.
+  if (!changed_.wait_until(lock, grace_ends, [&] { return writer_done_; })) {
+    lock.unlock();
+    context_.TryCancel();
+    lock.lock();
   }
-  // A stream still open is cancelled: that unblocks a Write waiting on flow
-  // control and the Read. One already over keeps the status it ended with.
-  if (!ended()) context_.TryCancel();
-  if (writer_.joinable()) writer_.join();
-  if (reader_.joinable()) reader_.join();
+  changed_.wait(lock, [&] { return writer_done_; });
+  lock.unlock();
+  writer_.join();
+  // A stream still open is half-closed, not cancelled: the learner's last
+  // cumulative ack still comes back, and only what it never acked counts
+  // as lost. A learner that neither acks nor ends it within the grace is cut.
+  bool half_closed = false;
+  lock.lock();
+  if (!ended_) {
+    lock.unlock();
+    half_closed = stream_->WritesDone();
+    lock.lock();
+  }
+  changed_.wait_until(lock, grace_ends, [&] { return ended_ || (half_closed && acked_ >= sent_); });
+  // Everything acked: a moment more for the learner to end the stream
+  // itself, so that it sees a clean close rather than a cancel.
+  if (!ended_ && half_closed && acked_ >= sent_) {
+    changed_.wait_until(lock,
+                        std::min(grace_ends, std::chrono::steady_clock::now() + kAckedEndGrace),
+                        [&] { return ended_; });
+  }
+  if (!ended_) {
+    lock.unlock();
+    context_.TryCancel();
+    lock.lock();
+  }
+  lock.unlock();
+  reader_.join();
   Result r;
   r.status = stream_->Finish();
-  const std::lock_guard lock(mutex_);
+  lock.lock();
   r.sent = sent_;
   r.acked = std::min(acked_, sent_);
   r.discarded = discarded_;

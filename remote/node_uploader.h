@@ -3,8 +3,8 @@
 // back.
 //
 //   Uploader   one session: a writer thread (credit → take 1 from the ring →
-//              UnrollMessage → release the slot) and a reader thread (acks,
-//              credits, processes, job_ended)
+//              UnrollMessage, with how many more wait → release the slot)
+//              and a reader thread (acks, credits, processes, job_ended)
 //   NodeTally  what became of every unroll the node's actors committed
 //
 // An unroll acted with weights of another learner incarnation than the
@@ -77,6 +77,7 @@ class Uploader {
 
   bool ended() const;      // the stream is over (error, cancel, or the learner ended it)
   bool job_ended() const;  // the learner said the job is over
+  uint64_t acked() const;  // cumulative, as the learner last said
   // The process count the learner asked for since the last call, once.
   std::optional<int> wanted_processes();
 
@@ -85,11 +86,14 @@ class Uploader {
     bool job_ended = false;
     grpc::Status status;
   };
-  // Cancels the stream and joins both threads (idempotent).
+  // Stops sending, half-closes the stream and reads the learner's replies
+  // until it ends it or has acked every unroll sent, for 2 s at most; then
+  // cancels what is still open and joins both threads (idempotent).
   Result finish();
 
  private:
-  void write_loop();
+  void write_loop();  // write_unrolls(), then says it is done
+  void write_unrolls();
   void read_loop();
   // Waits for a credit; false when the stream is over.
   bool wait_for_credit();
@@ -107,7 +111,7 @@ class Uploader {
   uint64_t credits_ = 0, sent_ = 0, acked_ = 0, discarded_ = 0;
   std::optional<int> wanted_;  // a count not yet passed on
   int last_wanted_ = -1;
-  bool ended_ = false, job_ended_ = false, finishing_ = false;
+  bool ended_ = false, job_ended_ = false, finishing_ = false, writer_done_ = false;
   std::optional<Result> result_;
 
   std::thread writer_, reader_;

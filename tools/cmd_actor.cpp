@@ -52,9 +52,10 @@ std::string node_token(const std::string& token_file) {
       "runs/<name>/token) or the environment variable PRONGHORN_TOKEN");
 }
 
-// Names go into shared-memory segment names and the learner's status.
+// Names go into shared-memory segment names and the learner's status; the
+// learner refuses others. The default (the hostname) is made one instead.
 void check_node_name(const std::string& name) {
-  const bool usable = !name.empty() && name.size() <= 64 &&
+  const bool usable = !name.empty() && name.size() <= remote::kMaxNodeName &&
                       name.find_first_not_of(
                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                           "0123456789._-") == std::string::npos;
