@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -191,8 +192,13 @@ void Node::set_up(const v1::JoinReply& reply) {
   remove_stale_segments();
   const std::string run = "node-" + name_;
   ring_name_ = buffer::own_segment_name(buffer::kRingSegment, run);
-  ring_ = buffer::Ring::create(ring_name_, job_->spec,
-                               static_cast<uint32_t>(job_->config.learner.ring_slots));
+  // A staging ring: the node's credits plus two. Unrolls waiting here age
+  // (the learner moves on while they wait), so the actors stop early when
+  // the link or the learner is slow, instead of filling a learner-sized ring
+  // with stale unrolls.
+  const int64_t slots =
+      std::clamp<int64_t>(reply.max_credits() + 2, 2, job_->config.learner.ring_slots);
+  ring_ = buffer::Ring::create(ring_name_, job_->spec, static_cast<uint32_t>(slots));
   weights_ = std::make_unique<LocalWeights>(buffer::own_segment_name(buffer::kSlabSegment, run));
   dir_.emplace(temp_base());
   write_file_atomically(dir_->path() + "/config.toml", to_toml(job_->config), 0600);
