@@ -353,52 +353,5 @@ TEST_F(GatewayTest, ANodeWithNothingWaitingHoldsOneSlot) {
   EXPECT_TRUE(client.finish(true).ok());
 }
 
-// A node asks for its own count at every join (restarted with another
-// --processes, it runs that many); only `pronghorn scale --node` overrides it.
-TEST_F(GatewayTest, TheProcessCountIsTheNodesOwnUntilScaled) {
-  v1::JoinReply reply;
-  ASSERT_TRUE(join(reply, "node-a", [](v1::JoinRequest& r) { r.set_processes(0); }).ok());
-  EXPECT_EQ(reply.processes(), 1u) << "none asked: remote default";
-  ASSERT_TRUE(join(reply, "node-a", [](v1::JoinRequest& r) { r.set_processes(5); }).ok());
-  EXPECT_EQ(reply.processes(), 5u) << "the node restarted with --processes 5";
-  ASSERT_TRUE(gateway_->scale("node-a", 2));
-  ASSERT_TRUE(join(reply, "node-a", [](v1::JoinRequest& r) { r.set_processes(6); }).ok());
-  EXPECT_EQ(reply.processes(), 2u) << "a count set by scale wins";
-}
-
-TEST_F(GatewayTest, ScaleReachesTheNodeAndNodesListsIt) {
-  UnrollClient client(*stub_, join_session("node-a"));
-  ASSERT_TRUE(client.wait_credits(1));
-  EXPECT_FALSE(gateway_->scale("node-z", 2));
-  ASSERT_TRUE(gateway_->scale("node-a", 7));
-  ASSERT_TRUE(client.wait_for([&] { return client.replies_.back().processes() == 7; }));
-  ASSERT_TRUE(client.send(unroll(1, slot_bytes())));
-  ASSERT_TRUE(client.wait_for([&] { return client.acked_ == 1; }));
-
-  auto nodes = gateway_->nodes();
-  ASSERT_EQ(nodes.size(), 1u);
-  EXPECT_EQ(nodes[0].name(), "node-a");
-  EXPECT_TRUE(nodes[0].connected());
-  EXPECT_EQ(nodes[0].unrolls(), 1u);
-  EXPECT_EQ(nodes[0].sessions(), 1u);
-  EXPECT_EQ(nodes[0].processes_desired(), 7u);
-  EXPECT_EQ(nodes[0].processes_alive(), 2u);
-  EXPECT_EQ(nodes[0].disconnects(), 0u);
-
-  EXPECT_TRUE(client.finish(true).ok());
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
-  while (gateway_->nodes()[0].connected() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  nodes = gateway_->nodes();
-  EXPECT_FALSE(nodes[0].connected());
-  EXPECT_EQ(nodes[0].disconnects(), 1u) << "a stream ended without the job ending";
-
-  v1::JoinReply reply;  // a count set by scale wins over the node's own
-  ASSERT_TRUE(join(reply, "node-a").ok());
-  EXPECT_EQ(reply.processes(), 7u);
-  EXPECT_EQ(gateway_->nodes()[0].sessions(), 2u);
-}
-
 }  // namespace
 }  // namespace pronghorn::remote::testing

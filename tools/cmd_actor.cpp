@@ -15,21 +15,10 @@
 #include "core/token.h"
 #include "remote/actor_node.h"
 #include "tools/cli.h"
+#include "tools/stop_signal.h"
 
 namespace pronghorn::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop = true; }
-
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
 
 struct NodeArgs {
   remote::NodeOptions node;
@@ -74,8 +63,7 @@ void run_node(NodeArgs args) {
   args.node.token = node_token(args.token_file);
   if (!args.node.name.empty()) check_node_name(args.node.name);
   args.node.version = PRONGHORN_VERSION;
-  install_stop_handlers();
-  const remote::NodeExit exit = remote::run_actor_node(args.node, g_stop);
+  const remote::NodeExit exit = remote::run_actor_node(args.node, install_stop_handlers());
   if (exit.code == kExitTransient) throw TransientError(exit.line);
   spdlog::info("{}", exit.line);
 }

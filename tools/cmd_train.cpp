@@ -25,21 +25,10 @@
 #include "tools/cli.h"
 #include "tools/cluster.h"
 #include "tools/gateway.h"
+#include "tools/stop_signal.h"
 
 namespace pronghorn::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop = true; }
-
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
 
 std::string default_run_name() {
   std::time_t now = std::time(nullptr);
@@ -205,12 +194,12 @@ void run_train(const TrainArgs& args) {
       write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
       add_log_file(dir + "/train.log");
     }
-    install_stop_handlers();
+    const std::atomic<bool>& stop = install_stop_handlers();
     learner::ControlBoard board;
     learner::Learner learner(
         {config, env, dir, !args.resume.empty(), member.collective.get(), place.node_name,
          member.nodes, member.hosts, gateway_factory(config, env, dir, token)},
-        board, g_stop);
+        board, stop);
     control::ControlPlane control(config.server, dir, board, token);
     started = true;
     r = learner.run();
@@ -284,10 +273,9 @@ Command add_actor_process_command(CLI::App& app) {
   command->add_option("--rank", args->rank, "its learner's rank among several (seeds envs apart)");
   return {command, [args] {
             init_logging("actor" + std::to_string(args->id), "info");
-            install_stop_handlers();
             actor::run_actor({load_config(args->config, {}), args->ring, args->slab, args->id,
                               args->rank, args->learner_pid},
-                             g_stop);
+                             install_stop_handlers());
           }};
 }
 
