@@ -27,37 +27,16 @@
 #include "remote/node_session.h"
 #include "remote/node_uploader.h"
 #include "remote/node_weights.h"
+#include "remote/testing/weight_chunks.h"
 #include "remote/wire.h"
 
 namespace pronghorn::remote {
 namespace {
 
+using testing::chunks_of;
+using testing::ramp;
+
 using Result = WeightAssembler::Result;
-
-std::vector<float> ramp(size_t n, float start = 0.5f) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
-
-// `params` as the learner sends them: chunks of `chunk_bytes`, in order.
-std::vector<v1::WeightsChunk> chunks_of(uint64_t version, const std::vector<float>& params,
-                                        size_t chunk_bytes) {
-  const size_t total = params.size() * sizeof(float);
-  const uint32_t crc = crc32_of(params.data(), total);
-  std::vector<v1::WeightsChunk> out;
-  for (size_t offset = 0; offset < total; offset += chunk_bytes) {
-    v1::WeightsChunk c;
-    c.set_version(version);
-    c.set_total_bytes(total);
-    c.set_offset(offset);
-    c.set_checksum(crc);
-    c.set_data(reinterpret_cast<const char*>(params.data()) + offset,
-               std::min(chunk_bytes, total - offset));
-    out.push_back(c);
-  }
-  return out;
-}
 
 // Feeds `chunks`; the results in order.
 std::vector<Result> feed(WeightAssembler& a, const std::vector<v1::WeightsChunk>& chunks) {
