@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# A cluster job on one machine, to try one on a laptop: N learner ranks
+# training one model together and M actor-only nodes feeding them
+# (README "Several learners", "Actor-only nodes"; docs/architecture.md §2).
+# It starts them, says where to watch, waits for the job to end, and on
+# Ctrl-C (or SIGTERM) stops every process it started. Exit status: rank 0's.
+#
+#   deploy/local/run.sh                       # 2 ranks, 1 node, CartPole
+#   N=3 M=2 CONFIG=configs/pong.toml deploy/local/run.sh --set run.total_steps=2000000
+#
+# Arguments are passed to every rank's `pronghorn train` (e.g. --set k=v).
+set -euo pipefail
+
+# ---- what to run: every knob, from the environment --------------------------
+N=${N:-2}                               # learner ranks
+M=${M:-1}                               # actor-only nodes (node m joins rank m mod N)
+CONFIG=${CONFIG:-}                      # TOML config; empty = the embedded defaults (CartPole)
+RUN_NAME=${RUN_NAME:-local-$(date +%Y%m%d-%H%M%S)}
+RUN_DIR=${RUN_DIR:-runs}                # the job lives in $RUN_DIR/$RUN_NAME, logs in $RUN_DIR/$RUN_NAME.logs
+ACTORS_PER_RANK=${ACTORS_PER_RANK:-auto} # each learner's own actor processes ("auto", or 0 for none)
+PROCESSES_PER_NODE=${PROCESSES_PER_NODE:-1}  # actor processes per actor-only node
+PRONGHORN=${PRONGHORN:-pronghorn}       # the binary (e.g. build/tools/pronghorn)
+START_TIMEOUT_S=${START_TIMEOUT_S:-120} # how long to wait for a rank's address file
+# -----------------------------------------------------------------------------
+
+die() { echo "deploy/local: $*" >&2; exit 2; }
+[[ "$N" =~ ^[1-9][0-9]*$ ]] || die "N=$N: expected a number of learner ranks ≥ 1"
+[[ "$M" =~ ^[0-9]+$ ]] || die "M=$M: expected a number of actor-only nodes ≥ 0"
+command -v "$PRONGHORN" >/dev/null || die "PRONGHORN=$PRONGHORN: not found (build it, or point PRONGHORN at it)"
+[[ -z "$CONFIG" || -f "$CONFIG" ]] || die "CONFIG=$CONFIG: no such file"
+
+job="$RUN_DIR/$RUN_NAME"
+logs="$RUN_DIR/$RUN_NAME.logs"
+[[ ! -e "$job" ]] || die "$job exists: choose another RUN_NAME"
+mkdir -p "$logs"
+
+pids=()
+stop_all() {
+  trap - INT TERM
+  local running=()
+  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && running+=("$pid"); done
+  ((${#running[@]})) || return 0
+  echo "deploy/local: stopping ${#running[@]} processes" >&2
+  kill -TERM "${running[@]}" 2>/dev/null || true
+  for _ in $(seq 1 100); do  # 10 s for a clean stop (a checkpoint), then SIGKILL
+    alive=0
+    for pid in "${running[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    ((alive)) || break
+    sleep 0.1
+  done
+  kill -KILL "${running[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap 'stop_all; exit 130' INT
+trap 'stop_all; exit 143' TERM
+
+# Waits for a file a process writes once it listens; fails when the process died.
+wait_file() {
+  local file=$1 pid=$2 what=$3
+  for _ in $(seq 1 $((START_TIMEOUT_S * 10))); do
+    [[ -s "$file" ]] && return 0
+    kill -0 "$pid" 2>/dev/null || { stop_all; die "$what exited before it listened; see $logs"; }
+    sleep 0.1
+  done
+  stop_all
+  die "$what wrote no $file within ${START_TIMEOUT_S} s; see $logs"
+}
+
+rank_dir() { if (($1 == 0)); then echo "$job"; else echo "$job/ranks/$1"; fi; }
+
+train_args=(train --set "run.name=$RUN_NAME" --set "run.dir=$RUN_DIR"
+            --set "distributed.world_size=$N" --set "actor.count=$ACTORS_PER_RANK")
+((M > 0)) && train_args+=(--set "remote.address=127.0.0.1:0")
+[[ -n "$CONFIG" ]] && train_args+=(--config "$CONFIG")
+
+start_rank() {  # rank, rendezvous address, the script's arguments
+  local rank=$1 rendezvous=$2
+  shift 2
+  "$PRONGHORN" "${train_args[@]}" --set "distributed.rank=$rank" \
+    --set "distributed.rendezvous=$rendezvous" --name "local-rank$rank" "$@" \
+    >"$logs/rank$rank.log" 2>&1 &
+  pids+=($!)
+}
+
+start_rank 0 127.0.0.1:0 "$@"
+rank0=${pids[0]}
+wait_file "$job/rendezvous.address" "$rank0" "rank 0"
+rendezvous=$(cat "$job/rendezvous.address")
+for ((r = 1; r < N; r++)); do start_rank "$r" "$rendezvous" "$@"; done
+
+for ((m = 0; m < M; m++)); do
+  r=$((m % N))
+  dir=$(rank_dir "$r")
+  wait_file "$dir/remote.address" "${pids[$r]}" "rank $r"
+  "$PRONGHORN" actor --learner "$(cat "$dir/remote.address")" --token-file "$job/token" \
+    --processes "$PROCESSES_PER_NODE" --name "local-node$m" >"$logs/node$m.log" 2>&1 &
+  pids+=($!)
+done
+
+cat <<EOM
+deploy/local: job $RUN_NAME: $N learner ranks, $M actor-only nodes (pids ${pids[*]})
+  watch:  $PRONGHORN status --run-dir $job --watch
+  logs:   $logs/
+  stop:   Ctrl-C here, or $PRONGHORN stop --run-dir $job
+EOM
+
+# The job ends when rank 0 does (every rank leaves at the same step; nodes
+# leave when they hear the job ended).
+status=0
+wait "$rank0" || status=$?
+for pid in "${pids[@]:1}"; do
+  for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+done
+stop_all  # whatever is still there after 20 s
+echo "deploy/local: rank 0 exited $status; $(tail -n 1 "$logs/rank0.log")"
+exit "$status"
