@@ -36,6 +36,31 @@ std::shared_ptr<grpc::ServerCredentials> server_credentials(const ServerConfig& 
   return grpc::SslServerCredentials(options);
 }
 
+std::shared_ptr<grpc::ChannelCredentials> client_credentials(const std::string& ca,
+                                                             const std::string& cert,
+                                                             const std::string& key) {
+  if (ca.empty()) {
+    if (!cert.empty()) throw UsageError("--tls-cert needs --tls-ca (the server's CA)");
+    return grpc::InsecureChannelCredentials();
+  }
+  if (cert.empty() != key.empty())
+    throw UsageError("--tls-cert and --tls-key: give both or neither");
+  const auto option_file = [](const std::string& option, const std::string& path) {
+    try {
+      return read_file(path);
+    } catch (const Error&) {
+      throw UsageError(option + " " + path + ": cannot read the file");
+    }
+  };
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = option_file("--tls-ca", ca);
+  if (!cert.empty()) {
+    ssl.pem_cert_chain = option_file("--tls-cert", cert);
+    ssl.pem_private_key = option_file("--tls-key", key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 grpc::Status check_bearer(const grpc::CallbackServerContext& context, const std::string& token,
                           std::string_view service) {
   const auto& metadata = context.client_metadata();

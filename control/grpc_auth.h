@@ -19,6 +19,14 @@ namespace pronghorn::control {
 // read or is not PEM.
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const ServerConfig& config);
 
+// A client's: TLS with the PEM CA `ca` (and a client certificate when
+// `cert` and `key` are set), else plaintext. The paths are those of the
+// --tls-ca, --tls-cert and --tls-key options; a missing or unreadable one is a
+// UsageError naming the option.
+std::shared_ptr<grpc::ChannelCredentials> client_credentials(const std::string& ca,
+                                                             const std::string& cert,
+                                                             const std::string& key);
+
 // OK when the call carries `authorization: Bearer <token>` with the job's
 // `token` (compared in constant time); UNAUTHENTICATED without one,
 // PERMISSION_DENIED with a wrong one. `service` names the refuser in the

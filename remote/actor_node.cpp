@@ -93,6 +93,7 @@ class Node {
  private:
   NodeExit serve();
   JoinEnd join(bool back_off_first, v1::JoinReply& reply);
+  std::optional<NodeExit> unjoined(JoinEnd end) const;
   void set_up(const v1::JoinReply& reply);
   void joined(const v1::JoinReply& reply);
   bool serve_session(const v1::JoinReply& reply);
@@ -136,16 +137,16 @@ JoinEnd Node::join(bool back_off_first, v1::JoinReply& reply) {
       *stub_, call_, request_, backoff_, back_off_first, stop_, [this] { tick(); }, reply);
 }
 
+// How the node ends when a Join did not join: stopped, or gave up.
+std::optional<NodeExit> Node::unjoined(JoinEnd end) const {
+  if (end == JoinEnd::kStopped) return NodeExit{0, fmt::format("node {}: stopped", name_)};
+  if (end == JoinEnd::kGaveUp) return gave_up();
+  return std::nullopt;
+}
+
 NodeExit Node::serve() {
   v1::JoinReply reply;
-  switch (join(false, reply)) {
-    case JoinEnd::kStopped:
-      return {0, fmt::format("node {}: stopped", name_)};
-    case JoinEnd::kGaveUp:
-      return gave_up();
-    case JoinEnd::kJoined:
-      break;
-  }
+  if (auto left = unjoined(join(false, reply))) return *left;
   set_up(reply);
   for (;;) {
     joined(reply);
@@ -153,14 +154,7 @@ NodeExit Node::serve() {
     if (stop_.load()) return {0, fmt::format("node {}: stopped", name_)};
     if (job_ended) return {0, fmt::format("node {}: the job {} ended", name_, job_id_)};
     request_.set_previous_session(reply.session());
-    switch (join(true, reply)) {
-      case JoinEnd::kStopped:
-        return {0, fmt::format("node {}: stopped", name_)};
-      case JoinEnd::kGaveUp:
-        return gave_up();
-      case JoinEnd::kJoined:
-        break;
-    }
+    if (auto left = unjoined(join(true, reply))) return *left;
     if (reply.job_id() != job_id_) {
       return {0, fmt::format("node {}: the job {} is over (the learner at {} now runs job {})",
                              name_, job_id_, o_.learner, reply.job_id())};

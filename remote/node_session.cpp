@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "buffer/process.h"
+#include "control/grpc_auth.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "learner/job_check.h"
@@ -25,31 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-std::string read_option_file(const std::string& option, const std::string& path) {
-  try {
-    return read_file(path);
-  } catch (const Error&) {
-    throw UsageError(option + " " + path + ": cannot read the file");
-  }
-}
-
-std::shared_ptr<grpc::ChannelCredentials> credentials(const NodeOptions& o) {
-  if (o.tls_ca.empty()) {
-    if (!o.tls_cert.empty()) throw UsageError("--tls-cert needs --tls-ca (the learner's CA)");
-    return grpc::InsecureChannelCredentials();
-  }
-  if (o.tls_cert.empty() != o.tls_key.empty()) {
-    throw UsageError("--tls-cert and --tls-key: give both or neither");
-  }
-  grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = read_option_file("--tls-ca", o.tls_ca);
-  if (!o.tls_cert.empty()) {
-    ssl.pem_cert_chain = read_option_file("--tls-cert", o.tls_cert);
-    ssl.pem_private_key = read_option_file("--tls-key", o.tls_key);
-  }
-  return grpc::SslCredentials(ssl);
-}
 
 bool refusal(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED ||
@@ -86,7 +62,9 @@ std::shared_ptr<grpc::Channel> make_channel(const NodeOptions& options) {
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, Backoff::kFirst.count());
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, Backoff::kFirst.count());
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, Backoff::kMax.count());
-  return grpc::CreateCustomChannel(options.learner, credentials(options), arguments);
+  return grpc::CreateCustomChannel(
+      options.learner,
+      control::client_credentials(options.tls_ca, options.tls_cert, options.tls_key), arguments);
 }
 
 Backoff::Duration Backoff::next() {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "control/grpc_auth.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/token.h"
@@ -15,14 +16,6 @@
 
 namespace pronghorn::cli {
 namespace {
-
-std::string read_file(const std::string& option, const std::string& path) {
-  try {
-    return pronghorn::read_file(path);
-  } catch (const Error&) {
-    throw UsageError(option + " " + path + ": cannot read the file");
-  }
-}
 
 // The address a job wrote into its run directory, or "".
 std::string recorded_address(const std::string& run_dir) {
@@ -43,23 +36,6 @@ std::string resolve_target(const ControlArgs& a) {
     return address;
   }
   return kDefaultTarget;
-}
-
-std::shared_ptr<grpc::ChannelCredentials> credentials(const ControlArgs& a) {
-  if (a.tls_ca.empty()) {
-    if (!a.tls_cert.empty()) throw UsageError("--tls-cert needs --tls-ca (the server's CA)");
-    return grpc::InsecureChannelCredentials();
-  }
-  if (a.tls_cert.empty() != a.tls_key.empty()) {
-    throw UsageError("--tls-cert and --tls-key: give both or neither");
-  }
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = read_file("--tls-ca", a.tls_ca);
-  if (!a.tls_cert.empty()) {
-    options.pem_cert_chain = read_file("--tls-cert", a.tls_cert);
-    options.pem_private_key = read_file("--tls-key", a.tls_key);
-  }
-  return grpc::SslCredentials(options);
 }
 
 }  // namespace
@@ -150,7 +126,8 @@ void add_control_options(CLI::App* command, ControlArgs& args) {
 ControlClient::ControlClient(const ControlArgs& args) : impl_(std::make_unique<Impl>()) {
   impl_->args = args;
   impl_->target = resolve_target(args);
-  impl_->stub = v1::Learner::NewStub(grpc::CreateChannel(impl_->target, credentials(args)));
+  impl_->stub = v1::Learner::NewStub(grpc::CreateChannel(
+      impl_->target, control::client_credentials(args.tls_ca, args.tls_cert, args.tls_key)));
 }
 
 ControlClient::~ControlClient() = default;
