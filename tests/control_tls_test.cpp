@@ -106,12 +106,17 @@ TEST(ControlTest, AnActorOnlyNodeJoinsOverMutualTlsAndPlaintextIsRefused) {
   options.pem_cert_chain = slurp(certs.dir + "/client.pem");
   options.pem_private_key = slurp(certs.dir + "/client.key");
   auto stub = job.stub(grpc::SslCredentials(options));
-  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }, 60s))
-      << "the learner trained on nothing from the node";
-  const v1::Status s = get_status(*stub);
-  ASSERT_EQ(s.remote_nodes_size(), 1);
+  // The status's node rows are refreshed every 100 ms, after the steps they fed: wait for both.
+  v1::Status s;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        s = get_status(*stub);
+        return s.learner_steps() > 0 && s.remote_nodes_size() == 1 &&
+               s.remote_nodes(0).unrolls() > 0;
+      },
+      60s))
+      << "the learner trained on nothing from the node: " << s.ShortDebugString();
   EXPECT_EQ(s.remote_nodes(0).name(), "tls1");
-  EXPECT_GT(s.remote_nodes(0).unrolls(), 0u);
 
   kill(job.pid, SIGTERM);  // a clean stop ends the job: the node leaves with 0
   EXPECT_EQ(wait_exit(job.pid), 0);
