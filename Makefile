@@ -5,12 +5,15 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps configure build test train bench asan tsan format format-check tidy clean
+.PHONY: all deps test-deps configure build test train bench asan tsan format format-check tidy clean
 
 all: build
 
 deps:
 	@tools/setup-deps
+
+test-deps:
+	@tools/setup-deps --test
 
 configure: deps
 	@cmake -S . -B $(BUILD) $(WERROR_ARG) $(CMAKE_ARGS) >/dev/null
@@ -21,7 +24,7 @@ build: configure
 # Developers and CI build with warnings as errors; `make train` leaves the
 # build's setting as it is (off in a fresh build).
 test: WERROR_ARG = -DPRONGHORN_WERROR=ON
-test: build
+test: test-deps build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Trains CartPole with the default config until it is solved (mean return of
