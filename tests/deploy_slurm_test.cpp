@@ -27,6 +27,23 @@ const std::string kPronghorn = PRONGHORN_BIN;
 const std::string kTrainScript = std::string(DEPLOY_DIR) + "/slurm/train.sbatch";
 const std::string kActorsScript = std::string(DEPLOY_DIR) + "/slurm/actors.sbatch";
 
+// What a killed earlier run of this test left in TempDir (its run folders,
+// "slurm-<pid>-<test>-runs", of a pid no longer alive).
+void remove_runs_of_dead_tests() {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(::testing::TempDir(), ec)) {
+    const std::string name = entry.path().filename();
+    if (name.rfind("slurm-", 0) != 0 || name.size() < 5 ||
+        name.substr(name.size() - 5) != "-runs") {
+      continue;
+    }
+    const std::string pid = name.substr(6, name.find('-', 6) - 6);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::stoi(pid) != getpid() && kill(std::stoi(pid), 0) != 0)
+      fs::remove_all(entry.path(), ec);
+  }
+}
+
 // One job's names and files: unique per process and test, removed at the end.
 struct SlurmRun {
   std::string name = "slurm-" + std::to_string(getpid()) + "-" +
@@ -35,7 +52,7 @@ struct SlurmRun {
   std::string job = runs + "/" + name;
 
   SlurmRun() {
-    fs::remove_all(runs);
+    remove_runs_of_dead_tests();
     fs::create_directories(runs);
   }
   ~SlurmRun() { fs::remove_all(runs); }

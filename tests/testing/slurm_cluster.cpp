@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -97,6 +98,69 @@ bool wait_until(const std::function<bool()>& ready, std::chrono::milliseconds ti
   return true;
 }
 
+// Every process but this one whose environment holds SLURM_CONF=`conf`
+// (and SLURM_JOB_ID=`job_id` when given).
+std::vector<pid_t> processes_of(const std::string& conf, const std::string& job_id) {
+  const std::string mark = "\nSLURM_CONF=" + conf + "\n";
+  const std::string job = "\nSLURM_JOB_ID=" + job_id + "\n";
+  std::vector<pid_t> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    if (pid == getpid()) continue;
+    std::string env = read_all(entry.path().string() + "/environ");
+    for (char& c : env) c = c == '\0' ? '\n' : c;
+    env = "\n" + env + "\n";
+    if (env.find(mark) == std::string::npos) continue;
+    if (!job_id.empty() && env.find(job) == std::string::npos) continue;
+    found.push_back(pid);
+  }
+  return found;
+}
+
+// SIGTERM (a learner removes its shared memory), then SIGKILL what is left
+// after 10 s. Not children of this process: nothing to reap.
+void end_processes(const std::vector<pid_t>& pids) {
+  if (pids.empty()) return;
+  for (const pid_t pid : pids) kill(pid, SIGTERM);
+  wait_until(
+      [&] {
+        for (const pid_t pid : pids) {
+          const std::string state = read_all("/proc/" + std::to_string(pid) + "/stat");
+          if (!state.empty() && state.find(") Z") == std::string::npos) return false;
+        }
+        return true;
+      },
+      10s);
+  for (const pid_t pid : pids) kill(pid, SIGKILL);
+}
+
+// What a killed earlier run left: a cluster folder whose slurmctld is gone
+// (its daemons died with the test, through the parent-death signal; its
+// jobs did not). Their processes are killed, so they neither train on nor
+// load the machine, and the folder is removed. A folder with no slurmctld
+// yet and younger than two minutes may be a cluster starting in another
+// process: left alone.
+void sweep_stale_clusters(const std::string& parent) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string dir = entry.path();
+    if (entry.path().filename().string().rfind("pronghorn-slurm-", 0) != 0) continue;
+    const std::string pid = read_all(dir + "/slurmctld.pid");
+    if (pid.empty()) {
+      std::error_code age_ec;
+      const auto written = fs::last_write_time(dir, age_ec);
+      if (age_ec || fs::file_time_type::clock::now() - written < 2min) continue;
+    } else if (read_all("/proc/" + std::to_string(std::atoi(pid.c_str())) + "/comm") ==
+               "slurmctld\n") {
+      continue;
+    }
+    end_processes(processes_of(dir + "/slurm.conf", ""));
+    fs::remove_all(dir, ec);
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> SlurmCluster::unavailable() {
@@ -111,7 +175,10 @@ std::optional<std::string> SlurmCluster::unavailable() {
 }
 
 SlurmCluster::SlurmCluster() {
-  std::string templ = ::testing::TempDir() + "/pronghorn-slurm-XXXXXX";
+  sweep_stale_clusters(::testing::TempDir());
+  // One spelling of the folder (no "//"): jobs' environments are matched on it.
+  std::string templ =
+      (fs::path(::testing::TempDir()) / "pronghorn-slurm-XXXXXX").lexically_normal().string();
   if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp " + templ + " failed");
   dir_ = templ;
   conf_ = dir_ + "/slurm.conf";
@@ -249,8 +316,7 @@ void SlurmCluster::stop() {
     daemons_.clear();
   }
   // Whatever a job left behind, found by the cluster it names.
-  for (const pid_t pid : job_processes()) kill(pid, SIGKILL);
-  wait_until([&] { return job_processes().empty(); }, 5s);
+  end_processes(job_processes());
   unsetenv("SLURM_CONF");
   std::error_code ec;
   fs::remove_all(dir_, ec);
@@ -290,23 +356,9 @@ SlurmCluster::JobState SlurmCluster::wait_job_end(const std::string& id,
 }
 
 std::vector<pid_t> SlurmCluster::job_processes(const std::string& job_id) const {
-  const std::string mark = "SLURM_CONF=" + conf_;
-  const std::string job = "SLURM_JOB_ID=" + job_id;
   std::vector<pid_t> found;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = std::stoi(name);
-    if (pid == getpid()) continue;
-    bool daemon = false;
-    for (const pid_t d : daemons_) daemon = daemon || d == pid;
-    if (daemon) continue;
-    std::string env = read_all(entry.path().string() + "/environ");
-    for (char& c : env) c = c == '\0' ? '\n' : c;
-    env = "\n" + env + "\n";
-    if (env.find("\n" + mark + "\n") == std::string::npos) continue;
-    if (!job_id.empty() && env.find("\n" + job + "\n") == std::string::npos) continue;
-    found.push_back(pid);
+  for (const pid_t pid : processes_of(conf_, job_id)) {
+    if (std::find(daemons_.begin(), daemons_.end(), pid) == daemons_.end()) found.push_back(pid);
   }
   return found;
 }

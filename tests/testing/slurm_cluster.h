@@ -10,6 +10,8 @@
 // a killed test takes them with it. The destructor cancels every job, waits
 // for it to end, stops the daemons, kills whatever a job left (any process
 // whose environment names this cluster's SLURM_CONF) and removes the folder.
+// The constructor first sweeps what a killed earlier run left: the jobs and
+// folder of a cluster whose slurmctld is gone.
 //
 // Needs root and Slurm 22.05's binaries (tools/setup-deps --test);
 // unavailable() says why not. SLURM_CONF is set in this process's
