@@ -157,8 +157,10 @@ TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
       << status << "\n"
       << run.log("train", id) << cluster_->logs();
   EXPECT_NE(row_with(status, "node_name", "n2").find("\"rank\": 1"), std::string::npos) << status;
-  const auto [code, scaled] =
-      shell(kPronghorn + " scale --run-dir " + run.job + " --node n2 --actors 2");
+  // As docs/deploy.md says to from a login node: a step in the job's
+  // allocation on rank 0's node.
+  const auto [code, scaled] = shell("srun --jobid " + id + " --overlap -w n1 " + kPronghorn +
+                                    " scale --run-dir " + run.job + " --node n2 --actors 2");
   EXPECT_EQ(code, 0) << scaled;
   EXPECT_NE(scaled.find("actors: 1 → 2"), std::string::npos) << scaled;
   EXPECT_TRUE(wait_for(
