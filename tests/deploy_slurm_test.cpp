@@ -237,6 +237,21 @@ TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
   EXPECT_TRUE(run.segments({"n1-actors-" + actors, "n2-actors-" + actors}).empty());
 }
 
+// Bad input is not retried: the job fails with the ranks' exit status 2
+// after one attempt, although no rank got as far as writing a run directory.
+TEST_F(DeploySlurmTest, RefusedConfigFailsOnceWithExitStatus2) {
+  SlurmRun run;
+  const std::string id = cluster_->sbatch(run.train_env("learner.batch_size=-3", 2),
+                                          run.options("train"), kTrainScript);
+  const SlurmCluster::JobState end = cluster_->wait_job_end(id, 60s);
+  const std::string log = run.log("train", id);
+  EXPECT_EQ(end.state, "FAILED") << log;
+  EXPECT_EQ(end.exit_code, "2:0") << log;
+  EXPECT_NE(log.find("learner.batch_size = -3"), std::string::npos) << log;
+  EXPECT_NE(log.find("exits 2 after 1 attempt(s)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("attempt 2"), std::string::npos) << log;
+}
+
 TEST_F(DeploySlurmTest, ScancelLeavesNoProcessAndNoSharedMemory) {
   SlurmRun run;
   const std::string id =
