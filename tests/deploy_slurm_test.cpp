@@ -4,8 +4,8 @@
 // --node` changes one; a rank's learner killed with SIGKILL is resumed by the
 // script's retry loop, an actors.sbatch node follows the group to its new
 // address and the job completes; a refused config fails once with exit 2
-// (no retry); scancel leaves no process and no shared memory. Skipped, saying why, where no cluster
-// can run (not root, no Slurm).
+// (no retry); scancel leaves no process and no shared memory. Skipped,
+// saying why, where no cluster can run (not root, no Slurm).
 #include <gtest/gtest.h>
 #include <signal.h>
 
