@@ -180,6 +180,8 @@ TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
   EXPECT_EQ(end.state, "COMPLETED") << log;
   EXPECT_EQ(end.exit_code, "0:0") << log;
   EXPECT_NE(log.find("0: solved: mean return"), std::string::npos) << log;
+  // n1 resolves nowhere: rank 0 is reached at its NodeAddr.
+  EXPECT_NE(log.find("rank 0 at 127.0.0.1:"), std::string::npos) << log;
   EXPECT_NE(log.find("deploy/slurm: job " + id + " exits 0 after 1 attempt(s)"), std::string::npos)
       << log;
   EXPECT_EQ(slurp(run.job + "/exit_status").rfind("0 ", 0), 0u) << "rank 0's exit_status";
