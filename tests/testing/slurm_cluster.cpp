@@ -109,9 +109,10 @@ std::vector<pid_t> processes_of(const std::string& conf, const std::string& job_
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = std::stoi(name);
     if (pid == getpid()) continue;
-    std::string env = read_all(entry.path().string() + "/environ");
+    std::string env = "\n";
+    env += read_all(entry.path().string() + "/environ");
+    env += '\n';
     for (char& c : env) c = c == '\0' ? '\n' : c;
-    env = "\n" + env + "\n";
     if (env.find(mark) == std::string::npos) continue;
     if (!job_id.empty() && env.find(job) == std::string::npos) continue;
     found.push_back(pid);
