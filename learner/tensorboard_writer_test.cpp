@@ -202,7 +202,8 @@ TEST(TensorBoardWriterTest, AFullDiskLeavesNoTornRecord) {
   ASSERT_TRUE(w.write(1, 1.7e9, {{"a", 1}}));
   const auto before = fs::file_size(w.path());
   std::vector<Scalar> many;
-  for (int i = 0; i < 200; ++i) many.push_back({"metric/" + std::to_string(i), static_cast<double>(i)});
+  for (int i = 0; i < 200; ++i)
+    many.push_back({"metric/" + std::to_string(i), static_cast<double>(i)});
   // The file-size limit stands in for a full disk: write(2) stores what fits,
   // then fails with EFBIG (SIGXFSZ ignored so that it is an error, not a kill).
   struct rlimit old {};
