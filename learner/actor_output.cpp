@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/logging.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -15,16 +16,6 @@ namespace {
 // A line longer than this is forwarded in pieces (an actor printing a
 // megabyte without a newline must not grow the learner's memory).
 constexpr size_t kMaxLine = 64 * 1024;
-
-void write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our stderr is gone: nothing better to do with the line
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
 
 }  // namespace
 
@@ -72,7 +63,7 @@ void ActorOutput::close_child_end() {
 void ActorOutput::forward(std::string_view line) {
   std::string out(line);
   out += '\n';
-  write_all(STDERR_FILENO, out.data(), out.size());
+  write_console(out);                    // never glued onto the learner's progress line
   if (!line.empty()) last_line_ = line;  // a blank line says nothing about an error
 }
 

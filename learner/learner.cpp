@@ -6,6 +6,7 @@
 #include "buffer/segment_names.h"
 #include "core/error.h"
 #include "core/fnv.h"
+#include "core/logging.h"
 #include "learner/actor_capacity.h"
 #include "learner/checkpoint.h"
 #include "learner/learner_loop.h"
@@ -86,8 +87,8 @@ void Learner::Loop::start_actors() {
   prefetcher_.emplace(*ring_, spec_, c_, version_);
   if (o_.remote_actors) remote_ = o_.remote_actors(*ring_, *slab_, to_toml(c_));
   spdlog::info(
-      "training {} on {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
-      c_.run.name, spec_.name, actors, K_, T_, B_, trainer_.device().str());
+      "training {} on {} in {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
+      c_.run.name, spec_.name, o_.run_dir, actors, K_, T_, B_, trainer_.device().str());
 }
 
 void Learner::Loop::resume() {
@@ -156,21 +157,27 @@ void Learner::Loop::handle(ControlBoard::Pending& pending) {
 }
 
 v1::Status Learner::Loop::status() const {
-  LiveState live{.run_name = c_.run.name,
-                 .run_dir = run_dir_absolute_,
-                 .env_name = spec_.name,
-                 .config_digest = config_digest_,
-                 .uptime_s = elapsed(),
-                 .policy_version = version_,
-                 .ring_slots = static_cast<uint32_t>(c_.learner.ring_slots),
-                 .ring = ring_->counters(),
-                 .stopping = stop_requested_ || stop_.load(),
-                 .rank = static_cast<uint32_t>(rank_),
-                 .world_size = static_cast<uint32_t>(parallel_ ? parallel_->world_size() : 1),
-                 .node_name = o_.node_name,
-                 .ranks = rank_rows_,
-                 .remote_nodes = remote_rows_,
-                 .remote_address = remote_ ? remote_->address() : ""};
+  LiveState live{
+      .run_name = c_.run.name,
+      .run_dir = run_dir_absolute_,
+      .env_name = spec_.name,
+      .config_digest = config_digest_,
+      .uptime_s = elapsed(),
+      .policy_version = version_,
+      .ring_slots = static_cast<uint32_t>(c_.learner.ring_slots),
+      .ring = ring_->counters(),
+      .stopping = stop_requested_ || stop_.load(),
+      .rank = static_cast<uint32_t>(rank_),
+      .world_size = static_cast<uint32_t>(parallel_ ? parallel_->world_size() : 1),
+      .node_name = o_.node_name,
+      .ranks = rank_rows_,
+      .remote_nodes = remote_rows_,
+      .remote_address = remote_ ? remote_->address() : "",
+      .total_steps = static_cast<uint64_t>(c_.run.total_steps),
+      .target_return = c_.run.target_return,
+      .state = state_ == "running" && (stop_requested_ || stop_.load()) ? "stopping" : state_,
+      .end_reason = end_reason_,
+      .health = health_line_};
   if (supervisor_) {
     live.actors_alive = supervisor_->alive();
     live.actors_desired = supervisor_->desired();
@@ -204,6 +211,11 @@ void Learner::Loop::report(Clock::time_point now) {
   last_report_ = now;
   steps_at_report_ = stats_.env_steps;
   learner_steps_at_report_ = stats_.learner_steps;
+  const std::string health = health_.observe(seconds(now - start_), stats_.env_steps,
+                                             supervisor_ ? supervisor_->restarts() : 0,
+                                             supervisor_ ? supervisor_->desired() : 0);
+  if (!health.empty() && health != health_line_) spdlog::warn("health: {}", health);
+  health_line_ = health;
   const v1::Status s = status();
   board_.publish(s);
   reporter_.report(s, stats_, seconds(now - start_));
@@ -281,14 +293,21 @@ TrainResult Learner::Loop::run() {
       learn(*left);
     }
   }
+  state_ = "finished";
+  end_reason_ = reached_target ? "reached the target return"
+                : stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps)
+                    ? "reached run.total_steps"
+                : stop_requested_ ? "stopped on request"
+                                  : "stopped by a signal";
   report(Clock::now());
+  end_progress();  // the lines that follow start on their own
   std::string final_checkpoint;
   if (rank_ == 0 && checkpoint_at_stop_ && (stats_.learner_steps > 0 || stop_requested_)) {
     final_checkpoint = checkpoint();
     spdlog::info("checkpoint {}", final_checkpoint);
   }
-  std::fprintf(stderr, "\n");
-  board_.close();  // refuse new requests; end status streams
+  publish_status();  // with the final checkpoint: the last status a stream sends
+  board_.close();    // refuse new requests; end status streams
   ControlReply stopped;
   stopped.checkpoint_path = final_checkpoint;
   for (auto& reply : stop_replies_) reply(stopped);
@@ -340,7 +359,7 @@ TrainResult Learner::run() {
   try {
     return loop_->run();
   } catch (...) {
-    std::fputc('\n', stderr);  // ends the progress line: main's error line stands alone
+    end_progress();  // main's error line stands alone
     throw;
   }
 }

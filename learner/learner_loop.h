@@ -17,6 +17,7 @@
 #include "learner/batch_prefetcher.h"
 #include "learner/control_board.h"
 #include "learner/data_parallel.h"
+#include "learner/job_health.h"
 #include "learner/learner.h"
 #include "learner/reporting.h"
 #include "learner/run_stats.h"
@@ -96,6 +97,9 @@ class Learner::Loop {
   Clock::time_point last_report_;
   uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts
   uint64_t local_steps_at_report_ = 0;
+  JobHealth health_;
+  std::string health_line_;                     // as of the last report
+  std::string state_ = "running", end_reason_;  // Status.state, .end_reason
 };
 
 }  // namespace pronghorn::learner

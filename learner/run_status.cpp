@@ -73,6 +73,11 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   for (const v1::RankStatus& row : live.ranks) *s.add_ranks() = row;
   for (const v1::RemoteNode& node : live.remote_nodes) *s.add_remote_nodes() = node;
   s.set_remote_address(live.remote_address);
+  s.set_total_steps(live.total_steps);
+  s.set_target_return(live.target_return);
+  s.set_state(live.state);
+  s.set_end_reason(live.end_reason);
+  s.set_health(live.health);
   return s;
 }
 

@@ -31,6 +31,9 @@ struct LiveState {
   // Actor-only nodes that joined, and where they join ("" = not served).
   std::vector<v1::RemoteNode> remote_nodes;
   std::string remote_address;
+  uint64_t total_steps = 0;
+  double target_return = 0;
+  std::string state = "running", end_reason, health;  // Status fields 47–49
 };
 
 v1::Status make_status(const RunStats& stats, const LiveState& live);

@@ -1,14 +1,21 @@
 // `pronghorn status [--json] [--watch]`: the running job's status as a
-// readable table, as JSON (the same keys as metrics.jsonl), or live.
+// readable table, as JSON (the same keys as metrics.jsonl), or live; a watch
+// ends saying when and how the job ended (its exit_status line).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <thread>
 
+#include "core/error.h"
 #include "proto/status_json.h"
 #include "tools/cli.h"
 #include "tools/control_client.h"
@@ -29,6 +36,30 @@ std::string ago(double unix_s) {
   return fmt::format("{:.0f} s ago", now - unix_s);
 }
 
+// 42 s, 3 min 05 s, 2 h 07 min.
+std::string duration_text(double s) {
+  const auto t = static_cast<int64_t>(std::llround(s));
+  if (t < 60) return fmt::format("{} s", t);
+  if (t < 3600) return fmt::format("{} min {:02} s", t / 60, t % 60);
+  return fmt::format("{} h {:02} min", t / 3600, t % 3600 / 60);
+}
+
+// running, stopping, or finished and how; a learner older than Status.state has only `stopping`.
+std::string state_text(const v1::Status& s) {
+  if (s.state().empty()) return s.stopping() ? "stopping" : "running";
+  return s.end_reason().empty() ? s.state() : s.state() + ": " + s.end_reason();
+}
+
+std::string progress_text(const v1::Status& s) {
+  if (s.total_steps() == 0) return fmt::format("{} env steps", s.env_steps());
+  std::string out = fmt::format("{} of {} env steps ({:.1f}%)", s.env_steps(), s.total_steps(),
+                                100.0 * static_cast<double>(s.env_steps()) / s.total_steps());
+  if (s.env_steps() < s.total_steps() && s.sps() > 0 && s.state() != "finished") {
+    out += ", ETA " + duration_text(static_cast<double>(s.total_steps() - s.env_steps()) / s.sps());
+  }
+  return out;
+}
+
 std::string table(const v1::Status& s) {
   const auto& r = s.episode_return();
   const auto& l = s.loss();
@@ -36,10 +67,15 @@ std::string table(const v1::Status& s) {
   auto row = [&](const char* name, const std::string& value) {
     out += fmt::format("{:<15}{}\n", name, value);
   };
-  row("run",
-      fmt::format("{}  ({}){}", s.run_name(), s.run_dir(), s.stopping() ? "  STOPPING" : ""));
+  row("run", fmt::format("{}  ({})", s.run_name(), s.run_dir()));
+  row("state", state_text(s));
+  if (!s.health().empty()) row("health", s.health());
   row("env", s.env_name());
   row("uptime", fmt::format("{:.1f} s", s.uptime_s()));
+  row("progress", progress_text(s));
+  row("target", s.target_return() != 0
+                    ? fmt::format("mean return {:g} over the last 100 episodes", s.target_return())
+                    : std::string("none (run.target_return = 0)"));
   row("env steps", fmt::format("{}  ({:.0f} steps/s)", s.env_steps(), s.sps()));
   row("learner steps", fmt::format("{}  ({:.1f} steps/s, policy version {})", s.learner_steps(),
                                    s.learner_steps_per_s(), s.policy_version()));
@@ -52,6 +88,7 @@ std::string table(const v1::Status& s) {
   row("loss", fmt::format("total {:.4f}  policy {:.4f}  value {:.4f}  entropy {:.4f}", l.total(),
                           l.policy(), l.value(), l.entropy()));
   row("grad norm", fmt::format("{:.4f}", s.grad_norm()));
+  row("learning rate", fmt::format("{:.4g}", s.learning_rate()));
   row("policy lag", fmt::format("mean {:.2f}  max {}", s.policy_lag_mean(), s.policy_lag_max()));
   row("ring", fmt::format("{}/{} slots ready; unrolls committed {}, consumed {}, dropped stale {}",
                           s.ring_occupancy(), s.ring_slots(), s.unrolls_committed(),
@@ -126,6 +163,63 @@ void print(const v1::Status& s, const StatusArgs& args) {
   }
 }
 
+std::string local_time_now() {
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  return text;
+}
+
+// The line the job's process leaves in its run directory when it exits
+// (tools/exit_record.h), waited for a while: the stream ends before the
+// process does. "" when none comes (killed by a signal, or the run
+// directory is on another machine).
+std::string exit_line(const std::string& run_dir, double timeout_s) {
+  if (run_dir.empty() || !std::filesystem::is_directory(run_dir)) return "";
+  const std::string path = run_dir + "/exit_status";
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  for (;;) {
+    std::string line;
+    if (std::ifstream in(path); std::getline(in, line) && !line.empty()) return line;
+    if (std::chrono::steady_clock::now() >= deadline) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// `status --watch` until the stream ends, then when and how the job ended.
+void watch(ControlClient& client, const StatusArgs& args) {
+  std::optional<v1::Status> last;
+  std::string lost;  // why the stream broke, if it did
+  try {
+    client.watch(args.interval_s, [&](const v1::Status& s) {
+      last = s;
+      print(s, args);
+    });
+  } catch (const Error& e) {
+    if (!last) throw;  // never reached the learner: the error as before
+    lost = e.what();
+  }
+  if (!last) return;
+  const std::string dir = args.control.run_dir.empty() ? last->run_dir() : args.control.run_dir;
+  const std::string exit = exit_line(dir, args.control.timeout_s);
+  if (!lost.empty() && exit.empty()) {
+    throw Error(fmt::format("the learner went away at {} ({}); its last status: {} at {} env steps",
+                            local_time_now(), lost, state_text(*last), last->env_steps()));
+  }
+  // --json keeps stdout JSON: the ending goes to stderr there.
+  std::ostream& out = args.json ? std::cerr : std::cout;
+  out << fmt::format("job ended at {}: {} at {} env steps", local_time_now(), state_text(*last),
+                     last->env_steps());
+  if (last->episode_return().count() > 0) {
+    out << fmt::format(", mean return {:.2f}", last->episode_return().mean());
+  }
+  out << "\n";
+  out << (exit.empty() ? fmt::format("no exit record in {}/exit_status (on another machine?)", dir)
+                       : "exit " + exit)
+      << std::endl;
+}
+
 }  // namespace
 
 Command add_status_command(CLI::App& app) {
@@ -140,7 +234,7 @@ Command add_status_command(CLI::App& app) {
   return {command, [args] {
             ControlClient client(args->control);
             if (!args->watch) return print(client.status(), *args);
-            client.watch(args->interval_s, [&](const v1::Status& s) { print(s, *args); });
+            watch(client, *args);
           }};
 }
 

@@ -20,6 +20,7 @@
 #include "core/logging.h"
 #include "core/run_dir.h"
 #include "core/token.h"
+#include "learner/checkpoint.h"
 #include "learner/job_check.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
@@ -107,8 +108,20 @@ Config saved_config(Config config) {
   return config;
 }
 
+// How a finished run is evaluated: its newest checkpoint, as `pronghorn eval` takes it.
+std::string eval_hint(const std::string& dir) {
+  const std::vector<std::string> newest = learner::checkpoint_candidates(dir + "/checkpoints");
+  if (newest.empty()) return "";
+  return "evaluate it: pronghorn eval --checkpoint " + newest.front();
+}
+
+struct JobEnd {
+  std::string line;     // the result: stdout, train.log and exit_status
+  std::string run_dir;  // "" when nothing ran (--print-config)
+};
+
 // Runs the job; returns its last line.
-std::string train_job(const TrainArgs& args, ExitRecord& exit_record) {
+JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
   // --resume DIR: the run's own resolved config, then any --set on top.
   Config config = args.resume.empty()
                       ? args.config.load()
@@ -234,23 +247,26 @@ std::string train_job(const TrainArgs& args, ExitRecord& exit_record) {
     throw;
   }
   if (r.reached_target) {
-    return fmt::format(
-        "solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} s and {} env "
-        "steps; run directory {}",
-        r.return_mean, config.run.target_return, r.seconds, r.env_steps, dir);
+    return {fmt::format("solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} "
+                        "s and {} env steps; run directory {}",
+                        r.return_mean, config.run.target_return, r.seconds, r.env_steps, dir),
+            dir};
   }
-  return fmt::format(
-      "stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}", r.seconds,
-      r.env_steps, r.return_mean, dir);
+  return {
+      fmt::format("stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}",
+                  r.seconds, r.env_steps, r.return_mean, dir),
+      dir};
 }
 
 void run_train(const TrainArgs& args) {
   ExitRecord exit_record;
   try {
-    const std::string last = train_job(args, exit_record);
-    if (last.empty()) return;  // --print-config
-    exit_record.record(0, last);
-    std::cout << last << "\n";
+    const JobEnd end = train_job(args, exit_record);
+    if (end.line.empty()) return;  // --print-config
+    exit_record.record(0, end.line);
+    log_to_files_only(end.line);  // train.log keeps the result; stdout shows it
+    std::cout << end.line << "\n";
+    if (const std::string hint = eval_hint(end.run_dir); !hint.empty()) std::cout << hint << "\n";
   } catch (const std::exception& e) {
     exit_record.record(exit_code_of(e), e.what());
     throw;
