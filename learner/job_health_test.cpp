@@ -8,8 +8,8 @@
 namespace pronghorn::learner {
 namespace {
 
-const HealthLimits kLimits{.restarts = 3, .restart_window_s = 60, .stalled_reports = 5,
-                           .stalled_min_s = 10};
+const HealthLimits kLimits{
+    .restarts = 3, .restart_window_s = 60, .stalled_reports = 5, .stalled_min_s = 10};
 
 TEST(JobHealthTest, QuietWhileStepsMoveAndActorsLive) {
   JobHealth h(kLimits);
@@ -22,8 +22,7 @@ TEST(JobHealthTest, ActorsThatKeepDyingAreNamedThenForgotten) {
   EXPECT_EQ(h.observe(1, 100, 1, 4), "");
   EXPECT_EQ(h.observe(2, 200, 2, 4), "");
   const std::string line = h.observe(3, 300, 3, 4);
-  EXPECT_NE(line.find("actors keep dying: 3 restarts in the last 60 s"), std::string::npos)
-      << line;
+  EXPECT_NE(line.find("actors keep dying: 3 restarts in the last 60 s"), std::string::npos) << line;
   EXPECT_EQ(h.observe(70, 400, 3, 4), "") << "no restart within the last minute";
 }
 

@@ -372,4 +372,30 @@ TEST(ControlTest, StatusShowsStateAndProgressAndWatchEndsWithHowTheJobEnded) {
       << tail;
 }
 
+// Actors that keep dying: `status` says so on a health line (and the
+// metrics line carries it), while the job goes on.
+TEST(ControlTest, StatusNamesActorsThatKeepDyingOnAHealthLine) {
+  Job job({"--set", "run.report_interval_s=0.1"});
+  auto stub = job.stub();
+  ASSERT_TRUE(wait_for([&] { return get_status(*stub).learner_steps() > 0; }));
+  for (uint64_t restarts = 1; restarts <= 3; ++restarts) {
+    std::vector<pid_t> actors;
+    ASSERT_TRUE(wait_for([&] { return (actors = children_of(job.pid)).size() == 1; }));
+    ASSERT_EQ(kill(actors[0], SIGKILL), 0);
+    ASSERT_TRUE(wait_for([&] { return get_status(*stub).actor_restarts() >= restarts; }));
+  }
+  ASSERT_TRUE(wait_for([&] { return !get_status(*stub).health().empty(); }))
+      << "three restarts within a minute";
+  auto [code, out] = shell(std::string(PRONGHORN_BIN) + " status --run-dir " + job.dir);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\nhealth         actors keep dying: 3 restarts in the last 60 s"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\nstate          running\n"), std::string::npos) << out;
+  EXPECT_TRUE(wait_for([&] {
+    return slurp(job.dir + "/metrics.jsonl").find("\"health\": \"actors keep dying") !=
+           std::string::npos;
+  }));
+}
+
 }  // namespace
