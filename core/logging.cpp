@@ -117,11 +117,11 @@ void add_log_file(const std::string& path) {
   spdlog::default_logger()->sinks().push_back(std::move(sink));
 }
 
-void log_to_files_only(std::string_view line) {
+void log_to_files_only(std::string_view line, bool error) {
   if (file_sinks().empty()) return;
   spdlog::logger files(current_role(), file_sinks().begin(), file_sinks().end());
   files.set_level(spdlog::level::info);
-  files.info("{}", line);
+  files.log(error ? spdlog::level::err : spdlog::level::info, "{}", line);
   files.flush();
 }
 

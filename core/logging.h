@@ -28,9 +28,9 @@ void init_logging(std::string_view role, std::string_view level);
 // Also writes every line to `path` (appending), e.g. a run's train.log.
 void add_log_file(const std::string& path);
 
-// Writes `line` as an info line to the log files only (train.log), not to
-// stderr: the result line a command also prints on stdout.
-void log_to_files_only(std::string_view line);
+// Writes `line` to the log files only (train.log), not to stderr: the
+// result line a command also prints on stdout (an error line: main prints it).
+void log_to_files_only(std::string_view line, bool error = false);
 
 // Whether the progress line is rewritten in place: stderr is a terminal.
 bool progress_in_place();

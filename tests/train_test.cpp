@@ -297,6 +297,16 @@ TEST(TrainTest, ProgressWithoutATerminalIsPlainLinesAndCurvesKeepTheWholeRun) {
   EXPECT_NE(svg.find(R"(class="target")"), std::string::npos);
   EXPECT_NE(svg.find(">env steps<"), std::string::npos);
   EXPECT_NE(svg.find(">mean episode return<"), std::string::npos);
+
+  // A job that fails leaves its error line in train.log too.
+  for (const auto& e : std::filesystem::directory_iterator(run.dir + "/checkpoints")) {
+    std::ofstream(e.path()) << "not a checkpoint";
+  }
+  std::tie(code, out) = shell(base + " --resume " + run.dir + " --set run.total_steps=3000000");
+  ASSERT_EQ(code, 1) << out;
+  const std::vector<std::string> err = lines_of(out), log = lines_of(slurp(run.dir + "/train.log"));
+  ASSERT_EQ(err.back().rfind("pronghorn: ", 0), 0u) << out;
+  EXPECT_NE(log.back().find(" error: " + err.back().substr(11)), std::string::npos) << log.back();
   EXPECT_TRUE(leftover_segments(run.name).empty());
 }
 

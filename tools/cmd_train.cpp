@@ -269,6 +269,7 @@ void run_train(const TrainArgs& args) {
     if (const std::string hint = eval_hint(end.run_dir); !hint.empty()) std::cout << hint << "\n";
   } catch (const std::exception& e) {
     exit_record.record(exit_code_of(e), e.what());
+    log_to_files_only(e.what(), /*error=*/true);  // train.log keeps how the job ended
     throw;
   }
 }
