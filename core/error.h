@@ -42,6 +42,13 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitTransient = 75;
 
+// The exit status an error ends the program with.
+inline int exit_code_of(const std::exception& e) {
+  if (dynamic_cast<const UsageError*>(&e) != nullptr) return kExitUsage;
+  if (dynamic_cast<const TransientError*>(&e) != nullptr) return kExitTransient;
+  return kExitFailure;
+}
+
 namespace detail {
 template <typename... Parts>
 std::string concat(const Parts&... parts) {

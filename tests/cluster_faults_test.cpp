@@ -208,6 +208,8 @@ TEST(ClusterTest, ARankThatFailsOnItsOwnEndsTheOthersWithItsReasonNotWith75) {
   EXPECT_NE(ranks[0].last_error_line().find("continue the whole group with --resume"),
             std::string::npos)
       << ranks[0].output();
+  const std::string ended0 = slurp(job.run() + "/exit_status");  // the first run's "0 …" replaced
+  EXPECT_EQ(ended0.rfind("2 rank 1 failed: ", 0), 0u) << ended0;
   std::cout << "[ cluster  ] rank 0 ended with rank 1's reason " << seconds_since(start)
             << " s after rank 1 started\n";
   EXPECT_TRUE(leftover_segments(job.name).empty()) << joined(leftover_segments(job.name));

@@ -104,6 +104,11 @@ TEST(ClusterTest, SigkilledRankOneEndsRankZeroWith75AndBothResume) {
   const double took = expect_rank0_lost_rank1(ranks[0], killed, "after rank 1's SIGKILL");
   std::cout << "[ cluster  ] rank 0 exited 75 " << took
             << " s after rank 1's SIGKILL: " << ranks[0].last_error_line() << "\n";
+  // How each rank ended, for a scheduler's retry loop: rank 0 says it lost
+  // rank 1; the SIGKILLed rank 1 wrote nothing.
+  const std::string ended0 = slurp(job.run() + "/exit_status");
+  EXPECT_EQ(ended0.rfind("75 rank 0: lost rank 1", 0), 0u) << ended0;
+  EXPECT_FALSE(std::filesystem::exists(job.run() + "/ranks/1/exit_status"));
 
   // Rank 0 left nothing; rank 1's actors notice their learner is gone.
   EXPECT_TRUE(all_gone(actors0, 2s)) << "rank 0's actor outlived it";
@@ -146,6 +151,11 @@ TEST(ClusterTest, SigkilledRankOneEndsRankZeroWith75AndBothResume) {
     ASSERT_EQ(statuses[r], std::optional<int>(0))
         << "resumed rank " << r << " exit " << status_text(statuses[r]) << "\n"
         << again[r].output();
+  }
+
+  for (const std::string& dir : {job.run(), job.run() + "/ranks/1"}) {
+    const std::string ended = slurp(dir + "/exit_status");
+    EXPECT_EQ(ended.rfind("0 stopped after ", 0), 0u) << dir << ": " << ended;
   }
 
   const std::optional<ResumedLine> resumed = resumed_line(job.train_log(0));

@@ -24,6 +24,7 @@
 #include "learner/learner.h"
 #include "tools/cli.h"
 #include "tools/cluster.h"
+#include "tools/exit_record.h"
 #include "tools/gateway.h"
 #include "tools/stop_signal.h"
 
@@ -106,7 +107,8 @@ Config saved_config(Config config) {
   return config;
 }
 
-void run_train(const TrainArgs& args) {
+// Runs the job; returns its last line.
+std::string train_job(const TrainArgs& args, ExitRecord& exit_record) {
   // --resume DIR: the run's own resolved config, then any --set on top.
   Config config = args.resume.empty()
                       ? args.config.load()
@@ -120,6 +122,13 @@ void run_train(const TrainArgs& args) {
       config = load_config(own, args.config.overrides);
       place = distributed::resolve_placement(config.distributed, args.name);
     }
+  }
+  // A resumed run is this job's: how this attempt ends goes there even if it
+  // ends before its directory is claimed (a rank lost at the rendezvous).
+  const std::string resumed_own =
+      place.rank == 0 ? args.resume : fmt::format("{}/ranks/{}", args.resume, place.rank);
+  if (!args.resume.empty() && std::filesystem::is_directory(resumed_own)) {
+    exit_record.claim(resumed_own);
   }
   const bool cluster = place.world_size > 1;
   if (cluster && config.run.name.empty()) {
@@ -135,7 +144,7 @@ void run_train(const TrainArgs& args) {
   const EnvSpec env = learner::check_job_config(config);
   if (args.print_config) {
     std::cout << to_toml(config);
-    return;
+    return {};
   }
   using Mode = RunDirectory::Mode;
   const std::string job_dir = !args.resume.empty()    ? args.resume
@@ -174,6 +183,7 @@ void run_train(const TrainArgs& args) {
     if (place.rank == 0) {
       claim_run_directory();
       dir = run->path();
+      exit_record.claim(dir);
       write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
       add_log_file(dir + "/train.log");
       // A learner alone without nodes leaves its token to the control plane, as before.
@@ -191,6 +201,7 @@ void run_train(const TrainArgs& args) {
     if (place.rank > 0) {
       claim_run_directory();
       dir = run->path();
+      exit_record.claim(dir);
       write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
       add_log_file(dir + "/train.log");
     }
@@ -223,15 +234,26 @@ void run_train(const TrainArgs& args) {
     throw;
   }
   if (r.reached_target) {
-    std::cout << fmt::format(
+    return fmt::format(
         "solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} s and {} env "
-        "steps; run directory {}\n",
+        "steps; run directory {}",
         r.return_mean, config.run.target_return, r.seconds, r.env_steps, dir);
-  } else {
-    std::cout << fmt::format(
-        "stopped after {:.1f} s and {} env steps, mean return {:.1f}; run "
-        "directory {}\n",
-        r.seconds, r.env_steps, r.return_mean, dir);
+  }
+  return fmt::format(
+      "stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}", r.seconds,
+      r.env_steps, r.return_mean, dir);
+}
+
+void run_train(const TrainArgs& args) {
+  ExitRecord exit_record;
+  try {
+    const std::string last = train_job(args, exit_record);
+    if (last.empty()) return;  // --print-config
+    exit_record.record(0, last);
+    std::cout << last << "\n";
+  } catch (const std::exception& e) {
+    exit_record.record(exit_code_of(e), e.what());
+    throw;
   }
 }
 

@@ -94,12 +94,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "pronghorn: " << e.what() << "; run with --help\n";
     return pronghorn::kExitUsage;
-  } catch (const pronghorn::UsageError& e) {
-    leave(e, pronghorn::kExitUsage);
-  } catch (const pronghorn::TransientError& e) {
-    leave(e, pronghorn::kExitTransient);
   } catch (const std::exception& e) {
-    leave(e, pronghorn::kExitFailure);
+    leave(e, pronghorn::exit_code_of(e));
   }
   return 0;
 }
