@@ -55,7 +55,10 @@ def kubectl(*args):
 
 def kustomize_major():
     """The major version of kubectl's kustomize, or None when unknown."""
-    info = json.loads(kubectl("version", "--client", "-o", "json"))
+    try:
+        info = json.loads(kubectl("version", "--client", "-o", "json"))
+    except (subprocess.CalledProcessError, ValueError):
+        return None
     match = re.match(r"v(\d+)", info.get("kustomizeVersion", ""))
     return int(match.group(1)) if match else None
 
@@ -300,13 +303,14 @@ def run_job(cluster, deadline):
 
 
 def main():
-    source, pronghorn = sys.argv[1], sys.argv[2]
+    source, pronghorn = sys.argv[1], os.path.abspath(sys.argv[2])
     if shutil.which("kubectl") is None:
         print("SKIPPED: no kubectl on PATH to render deploy/k8s")
         return SKIP
     major = kustomize_major()
     if major is None or major < 5:
-        print(f"SKIPPED: kubectl's kustomize is v{major} (v5 or newer renders deploy/k8s)")
+        found = f"v{major}" if major is not None else "of no version it reports"
+        print(f"SKIPPED: kubectl's kustomize is {found}; deploy/k8s needs v5 or newer")
         return SKIP
     tmp = tempfile.mkdtemp(prefix="pronghorn-k8s-")
     cluster = None
