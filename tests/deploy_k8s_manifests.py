@@ -111,7 +111,7 @@ def check_ranks(job):
     expect(env_field(job.learner, "RESTART_ATTEMPT") == f"metadata.annotations['{RESTART_ATTEMPT}']",
            "RESTART_ATTEMPT is not the JobSet's restart-attempt annotation")
     script = "\n".join(job.learner["command"] + job.learner["args"])
-    expect('--resume "$run"' in script and "$RESTART_ATTEMPT" in script,
+    expect('--resume "$run"' in script and "RESTART_ATTEMPT" in script,
            "the learner's args do not resume a restarted attempt")
     actor_world = int(env_value(job.actor, "WORLD_SIZE"))
     expect(actor_world == job.world_size, f"actor nodes' WORLD_SIZE {actor_world} ≠ {job.world_size}")
