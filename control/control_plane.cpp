@@ -10,9 +10,10 @@ namespace pronghorn::control {
 ControlPlane::ControlPlane(const ServerConfig& config, const std::string& run_dir,
                            learner::ControlBoard& board, const std::string& job_token) {
   if (config.metrics_port >= 0) {
-    metrics_.emplace(static_cast<int>(config.metrics_port), board);
+    metrics_.emplace(config.metrics_address, static_cast<int>(config.metrics_port), board);
     board.set_metrics_port(metrics_->port());
-    spdlog::info("Prometheus metrics on http://127.0.0.1:{}/metrics", metrics_->port());
+    spdlog::info("Prometheus metrics on http://{}:{}/metrics", config.metrics_address,
+                 metrics_->port());
   }
   const std::string token = !job_token.empty() ? job_token
                             : config.token_file.empty()

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -145,6 +146,10 @@ struct ControlServer::Impl {
 
 ControlServer::ControlServer(const ServerConfig& config, std::string token, ControlBoard& board)
     : impl_(std::make_unique<Impl>(std::move(token), is_loopback_address(config.address), board)) {
+  // The standard health service (grpc.health.v1, service ""), for a
+  // scheduler's probes: no token, nothing said but SERVING until this server
+  // stops. (Process-wide: a server built after this one serves it too.)
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.address, server_credentials(config), &impl_->port);
   builder.RegisterService(&impl_->service);
@@ -165,6 +170,7 @@ ControlServer::ControlServer(const ServerConfig& config, std::string token, Cont
 
 ControlServer::~ControlServer() {
   impl_->board.close();
+  impl_->server->GetHealthCheckService()->SetServingStatus(false);
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

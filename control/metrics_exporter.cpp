@@ -214,11 +214,12 @@ struct MetricsExporter::Impl {
   int port = 0;
 };
 
-MetricsExporter::MetricsExporter(int port, const ControlBoard& board)
+MetricsExporter::MetricsExporter(const std::string& host, int port, const ControlBoard& board)
     : impl_(std::make_unique<Impl>(board)) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  PRONGHORN_CHECK(inet_pton(AF_INET, host.c_str(), &address.sin_addr) == 1,
+                  "server.metrics_address = \"", host, "\": expected an IPv4 address");
   address.sin_port = htons(static_cast<uint16_t>(port));
   // No MHD_USE_ERROR_LOG: a failure to start is the Error below, logged where
   // it is caught; MHD_OPTION_LISTENING_ADDRESS_REUSE left at 0: SO_REUSEADDR
@@ -233,10 +234,10 @@ MetricsExporter::MetricsExporter(int port, const ControlBoard& board)
     // MHD returns no reason; errno is still the failed call's (bind's
     // EADDRINUSE for a busy port, checked by PortInUseIsOneClearError).
     const std::string reason = errno != 0 ? std::strerror(errno) : "MHD_start_daemon failed";
-    throw Error(fmt::format(
-        "server.metrics_port = {}: cannot listen on 127.0.0.1 there ({}; another job on that "
-        "port? 0 picks a free one, -1 turns metrics off)",
-        port, reason));
+    throw Error(
+        fmt::format("server.metrics_port = {}: cannot listen on {} there ({}; another job on that "
+                    "port? 0 picks a free one, -1 turns metrics off)",
+                    port, host, reason));
   }
   const MHD_DaemonInfo* bound = MHD_get_daemon_info(impl_->daemon.get(), MHD_DAEMON_INFO_BIND_PORT);
   PRONGHORN_CHECK(bound != nullptr && bound->port != 0, "server.metrics_port = ", port,

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "learner/control_board.h"
 
@@ -29,10 +30,10 @@ using learner::ControlBoard;
 
 class MetricsExporter {
  public:
-  // Listens on 127.0.0.1:`port` (SO_REUSEADDR only, never SO_REUSEPORT: a
-  // port another socket listens on is refused); port 0: a free port. Throws
-  // Error naming server.metrics_port when it cannot listen.
-  MetricsExporter(int port, const ControlBoard& board);
+  // Listens on `host`:`port`, host an IPv4 address (SO_REUSEADDR only, never
+  // SO_REUSEPORT: a port another socket listens on is refused); port 0: a
+  // free port. Throws Error naming server.metrics_port when it cannot listen.
+  MetricsExporter(const std::string& host, int port, const ControlBoard& board);
   ~MetricsExporter();
 
   int port() const;  // the port bound (the one picked, for port 0)

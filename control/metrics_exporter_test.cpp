@@ -36,9 +36,11 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A socket to 127.0.0.1:`port`; connect, send and each receive give up after
+const std::string kLoopback = "127.0.0.1";
+
+// A socket to `host`:`port`; connect, send and each receive give up after
 // `timeout`. -1 when it cannot connect.
-int connect_to(int port, milliseconds timeout) {
+int connect_to(int port, milliseconds timeout, const char* host = "127.0.0.1") {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   timeval tv{static_cast<time_t>(timeout.count() / 1000),
@@ -47,7 +49,7 @@ int connect_to(int port, milliseconds timeout) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // bounds connect() too
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  inet_pton(AF_INET, host, &address.sin_addr);
   address.sin_port = htons(static_cast<uint16_t>(port));
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     close(fd);
@@ -165,7 +167,7 @@ class MetricsExporterTest : public ::testing::Test {
 };
 
 TEST_F(MetricsExporterTest, ServesPublishedStatus) {
-  MetricsExporter exporter(0, board_);
+  MetricsExporter exporter(kLoopback, 0, board_);
   ASSERT_GT(exporter.port(), 0);
   const Reply metrics = http_get(exporter.port(), "/metrics");
   EXPECT_EQ(metrics.status, 200);
@@ -192,7 +194,7 @@ TEST_F(MetricsExporterTest, SeveralLearnersLabelTheirRankAndRankZeroEveryRanksRo
     row->set_actors_alive(r + 1);
   }
   board_.publish(s);
-  MetricsExporter exporter(0, board_);
+  MetricsExporter exporter(kLoopback, 0, board_);
   const std::string body = http_get(exporter.port(), "/metrics").body;
   EXPECT_NE(body.find("\npronghorn_env_steps_total{rank=\"0\"} 1234\n"), std::string::npos) << body;
   EXPECT_NE(body.find("\npronghorn_world_size{rank=\"0\"} 2\n"), std::string::npos) << body;
@@ -211,7 +213,7 @@ TEST_F(MetricsExporterTest, ActorOnlyNodesAreLabelledByName) {
   node->set_connected(true);
   node->set_disconnects(3);
   board_.publish(s);
-  MetricsExporter exporter(0, board_);
+  MetricsExporter exporter(kLoopback, 0, board_);
   const std::string body = http_get(exporter.port(), "/metrics").body;
   EXPECT_NE(body.find("\npronghorn_remote_node_unrolls_total{remote_node=\"box1\"} 42\n"),
             std::string::npos)
@@ -223,7 +225,7 @@ TEST_F(MetricsExporterTest, ActorOnlyNodesAreLabelledByName) {
 }
 
 TEST_F(MetricsExporterTest, SlowClientsDoNotBlockScrapes) {
-  MetricsExporter exporter(0, board_);
+  MetricsExporter exporter(kLoopback, 0, board_);
   SlowClients slow(exporter.port(), 32);
   std::this_thread::sleep_for(milliseconds(1000));  // all connected, some mid-request
   // Ten scrapes spread over 3 s, longer than any request timeout the server may use.
@@ -239,14 +241,14 @@ TEST_F(MetricsExporterTest, SlowClientsDoNotBlockScrapes) {
 }
 
 TEST_F(MetricsExporterTest, PortInUseIsOneClearError) {
-  MetricsExporter first(0, board_);
+  MetricsExporter first(kLoopback, 0, board_);
   const int port = first.port();
   const std::string expected = fmt::format(
       "server.metrics_port = {}: cannot listen on 127.0.0.1 there ({}; another job on that "
       "port? 0 picks a free one, -1 turns metrics off)",
       port, std::strerror(EADDRINUSE));
   try {
-    MetricsExporter second(port, board_);
+    MetricsExporter second(kLoopback, port, board_);
     FAIL() << "a second exporter listens on port " << port << " too";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), expected);
@@ -264,12 +266,31 @@ TEST_F(MetricsExporterTest, PortInUseIsOneClearError) {
   ASSERT_EQ(listen(other, 4), 0);
   ASSERT_EQ(getsockname(other, reinterpret_cast<sockaddr*>(&address), &size), 0);
   const int taken = ntohs(address.sin_port);
-  EXPECT_THROW(MetricsExporter(taken, board_), Error);
+  EXPECT_THROW(MetricsExporter(kLoopback, taken, board_), Error);
   close(other);
 }
 
+// server.metrics_address is where it listens: 127.0.0.2 (loopback too, so
+// the test stays on this machine) is not 127.0.0.1; 0.0.0.0 is both.
+TEST_F(MetricsExporterTest, ListensOnTheAddressItIsGiven) {
+  const auto reachable = [](int port, const char* host) {
+    const int fd = connect_to(port, milliseconds(500), host);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+  };
+  {
+    MetricsExporter one("127.0.0.2", 0, board_);
+    EXPECT_TRUE(reachable(one.port(), "127.0.0.2"));
+    EXPECT_FALSE(reachable(one.port(), "127.0.0.1"));
+  }
+  MetricsExporter every("0.0.0.0", 0, board_);
+  EXPECT_TRUE(reachable(every.port(), "127.0.0.2"));
+  EXPECT_EQ(http_get(every.port(), "/metrics").status, 200);
+  EXPECT_THROW(MetricsExporter("localhost", 0, board_), Error) << "not an IPv4 address";
+}
+
 TEST_F(MetricsExporterTest, StopsPromptlyWithSlowClientsConnected) {
-  auto exporter = std::make_unique<MetricsExporter>(0, board_);
+  auto exporter = std::make_unique<MetricsExporter>(kLoopback, 0, board_);
   SlowClients slow(exporter->port(), 16);
   std::this_thread::sleep_for(milliseconds(1500));
   const auto start = Clock::now();

@@ -130,8 +130,9 @@ struct ServerConfig {
   std::string token_file;                  // empty: generated into the run directory
   std::string tls_cert;
   std::string tls_key;
-  std::string tls_client_ca;    // set: clients must present a certificate it signed
-  int64_t metrics_port = 7454;  // Prometheus /metrics on loopback; 0 = any free port, -1 = off
+  std::string tls_client_ca;                  // set: clients must present a certificate it signed
+  int64_t metrics_port = 7454;                // Prometheus /metrics; 0 = any free port, -1 = off
+  std::string metrics_address = "127.0.0.1";  // its IPv4 listen address; 0.0.0.0 = every interface
 };
 
 // Several learners training one model (data-parallel). Where this learner

@@ -130,6 +130,12 @@ void config_schema::check_combinations(const Config& c) {
     fail("server.tls_client_ca: expected server.tls_cert and server.tls_key to be set too");
   }
   check_address("server.address", c.server.address);
+  if (in_addr any{}; inet_pton(AF_INET, c.server.metrics_address.c_str(), &any) != 1) {
+    fail(fmt::format(
+        "server.metrics_address = {}: expected an IPv4 address (127.0.0.1, or 0.0.0.0 for every "
+        "interface)",
+        quoted(c.server.metrics_address)));
+  }
   if (!is_loopback_address(c.server.address) && c.server.token_file.empty()) {
     fail(
         fmt::format("server.address = {}: a non-loopback address needs server.token_file set, "

@@ -210,7 +210,15 @@ std::vector<Field> fields(Config& c) {
        -1,
        65535,
        {},
-       "Prometheus /metrics port on 127.0.0.1; 0 = any free port, -1 = off"},
+       "Prometheus /metrics port on server.metrics_address; 0 = any free port, -1 = off"},
+      {"server",
+       "metrics_address",
+       &c.server.metrics_address,
+       0,
+       0,
+       {},
+       "IPv4 address /metrics listens on; 0.0.0.0 = every interface (anyone who can reach it "
+       "reads the job's figures, no token)"},
 
       {"distributed",
        "world_size",

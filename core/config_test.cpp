@@ -101,6 +101,8 @@ TEST(ConfigTest, OutOfRangeNamesKeyValueAndRange) {
                {"model.hidden = [64, 0]", "every item"});
   expect_names(config_error_of("", {"server.metrics_port=70000"}),
                {"server.metrics_port = 70000", "65535"});
+  expect_names(config_error_of("", {"server.metrics_address=localhost"}),
+               {"server.metrics_address = \"localhost\"", "IPv4", "0.0.0.0"});
 }
 
 TEST(ConfigTest, UnknownChoiceListsTheChoices) {

@@ -49,6 +49,7 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   loss->set_value(stats.last.value);
   loss->set_entropy(stats.last.entropy);
   s.set_grad_norm(stats.last.grad_norm);
+  s.set_learning_rate(stats.last.learning_rate);
   s.set_policy_lag_mean(stats.unrolls ? static_cast<double>(stats.lag_sum) / stats.unrolls : 0);
   s.set_policy_lag_max(stats.lag_max);
   s.set_ring_slots(live.ring_slots);

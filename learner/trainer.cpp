@@ -161,6 +161,7 @@ void Trainer::apply(StepStats& s, double progress) {
                                       ? std::max(0.0, 1.0 - progress)
                                       : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  s.learning_rate = lr;
   optimizer_->step();
   s.optimizer_s = std::chrono::duration<double>(Clock::now() - optimizer_start).count();
 }

@@ -25,7 +25,8 @@ struct StepStats {
   double total = 0, policy = 0, value = 0, entropy = 0, grad_norm = 0;
   double forward_s = 0;  // model forward, V-trace or GAE, loss
   double backward_s = 0;
-  double optimizer_s = 0;  // gradient clipping and the optimizer step
+  double optimizer_s = 0;    // gradient clipping and the optimizer step
+  double learning_rate = 0;  // what the optimizer stepped with (learner.lr_schedule applied)
 };
 
 // The model and optimizer live on learner.device: "auto" is CUDA when
@@ -54,8 +55,9 @@ class Trainer {
   // several learners must still make their all-reduce first.
   StepStats backward(const Batch& batch);
   // Clips the gradients to learner.max_grad_norm (the norm of all of them),
-  // checks them finite and takes one optimizer step; fills s.grad_norm and
-  // s.optimizer_s. Throws Error, leaving the weights, when they are not finite.
+  // checks them finite and takes one optimizer step; fills s.grad_norm,
+  // s.learning_rate and s.optimizer_s. Throws Error, leaving the weights,
+  // when they are not finite.
   void apply(StepStats& s, double progress);
 
  private:

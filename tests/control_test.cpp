@@ -19,6 +19,7 @@
 
 #include "proto/pronghorn.grpc.pb.h"
 #include "tests/testing/control_job.h"
+#include "tests/testing/health_check.h"
 
 namespace {
 
@@ -224,6 +225,21 @@ TEST(ControlTest, SaveCheckpointAndGracefulStop) {
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("cannot reach the learner at " + job.address), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+// The standard health service a scheduler probes: SERVING without a token,
+// an unknown service NOT_FOUND; gone with the job.
+TEST(ControlTest, HealthServiceAnswersProbesWithoutAToken) {
+  Job job;
+  ASSERT_TRUE(wait_for([&] { return get_status(*job.stub()).learner_steps() > 0; }));
+  const HealthAnswer serving = health_check(job.address);
+  EXPECT_EQ(serving.code, grpc::StatusCode::OK);
+  EXPECT_EQ(serving.serving_status, 1) << "SERVING";
+  EXPECT_EQ(health_check(job.address, "pronghorn.v1.Nothing").code, grpc::StatusCode::NOT_FOUND);
+  kill(job.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(job.pid), 0);
+  job.pid = -1;
+  EXPECT_EQ(health_check(job.address).code, grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST(ControlTest, MetricsScrapeWithCurl) {
