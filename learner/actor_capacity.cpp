@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -38,31 +39,58 @@ uint64_t cgroup_number(const std::string& path) {
   return std::numeric_limits<uint64_t>::max();
 }
 
-// What our cgroup (v2) and its parents still let us allocate: in a container
-// MemAvailable is the host's, the container's limit is memory.max.
-uint64_t cgroup_room() {
+// Calls `visit` with the folder of our cgroup (v2) and of each parent: a
+// limit anywhere above us binds us too.
+template <typename Visit>
+void for_each_cgroup(Visit visit) {
   std::ifstream in("/proc/self/cgroup");
   std::string line, path;
   while (std::getline(in, line)) {
     if (line.starts_with("0::")) path = line.substr(3);
   }
-  uint64_t room = std::numeric_limits<uint64_t>::max();
-  if (path.empty()) return room;
+  if (path.empty()) return;
   for (;;) {
-    const std::string dir = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
+    visit("/sys/fs/cgroup" + (path == "/" ? std::string() : path));
+    if (path == "/" || path.empty()) break;
+    const size_t slash = path.rfind('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
+}
+
+// What our cgroups still let us allocate: in a container MemAvailable is
+// the host's, the container's limit is memory.max.
+uint64_t cgroup_room() {
+  uint64_t room = std::numeric_limits<uint64_t>::max();
+  for_each_cgroup([&](const std::string& dir) {
     const uint64_t max = cgroup_number(dir + "/memory.max");
     if (max != std::numeric_limits<uint64_t>::max()) {
       const uint64_t current = cgroup_number(dir + "/memory.current");
       room = std::min(room, current < max ? max - current : 0);
     }
-    if (path == "/" || path.empty()) break;
-    const size_t slash = path.rfind('/');
-    path = slash == 0 ? "/" : path.substr(0, slash);
-  }
+  });
   return room;
 }
 
+// The cores our cgroups' CPU quotas allow (a pod's limits.cpu), or `cores`
+// when none is lower: the affinity mask of a container is the host's.
+int cgroup_cores(int cores) {
+  for_each_cgroup([&](const std::string& dir) {
+    std::ifstream in(dir + "/cpu.max");
+    std::string text;
+    std::getline(in, text);
+    if (const int quota = cpu_max_cores(text); quota > 0) cores = std::min(cores, quota);
+  });
+  return cores;
+}
+
 }  // namespace
+
+int cpu_max_cores(std::string_view cpu_max) {
+  unsigned long long quota = 0, period = 0;
+  const std::string text(cpu_max);
+  if (std::sscanf(text.c_str(), "%llu %llu", &quota, &period) != 2 || period == 0) return 0;
+  return static_cast<int>(std::max<unsigned long long>(1, (quota + period - 1) / period));
+}
 
 MachineRoom measure_machine_room() {
   MachineRoom room;
@@ -71,7 +99,7 @@ MachineRoom measure_machine_room() {
   room.cores = sched_getaffinity(0, sizeof set, &set) == 0
                    ? CPU_COUNT(&set)
                    : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  room.cores = std::max(1, room.cores);
+  room.cores = std::max(1, cgroup_cores(room.cores));
   room.available_bytes = std::min(kib_field("/proc/meminfo", "MemAvailable", 0), cgroup_room());
   return room;
 }

@@ -24,10 +24,14 @@ inline constexpr uint64_t kActorBytesGuess = uint64_t{128} << 20;
 
 // What this machine offers now.
 struct MachineRoom {
-  int cores = 1;                 // CPUs this process may run on (its affinity mask)
+  int cores = 1;  // CPUs this process may run on: its affinity mask, bounded by cgroup cpu.max
   uint64_t available_bytes = 0;  // MemAvailable, bounded by our cgroup's memory.max
 };
 MachineRoom measure_machine_room();
+
+// The whole cores a cgroup v2 `cpu.max` line ("QUOTA PERIOD") allows,
+// rounded up (a pod's limits.cpu of 1.5 is 2); 0 for "max …" or a bad line.
+int cpu_max_cores(std::string_view cpu_max);
 
 // Memory of its own (RssAnon) a process holds; 0 when it cannot be read.
 uint64_t private_memory_bytes(pid_t pid);

@@ -51,6 +51,17 @@ TEST(ActorCapacityTest, ThisMachineIsMeasured) {
   EXPECT_EQ(private_memory_bytes(-5), 0u);
 }
 
+// A pod's limits.cpu reaches the learner as its cgroup's cpu.max: "auto"
+// counts those cores, not the host's.
+TEST(ActorCapacityTest, CgroupCpuQuotaIsCountedInWholeCores) {
+  EXPECT_EQ(cpu_max_cores("400000 100000"), 4);
+  EXPECT_EQ(cpu_max_cores("150000 100000"), 2) << "1.5 CPUs round up";
+  EXPECT_EQ(cpu_max_cores("50000 100000"), 1);
+  EXPECT_EQ(cpu_max_cores("max 100000"), 0) << "no quota";
+  EXPECT_EQ(cpu_max_cores(""), 0);
+  EXPECT_EQ(cpu_max_cores("100000 0"), 0);
+}
+
 TEST(ActorCapacityTest, CountOverTheCapIsRefusedUnlessOversubscribed) {
   ActorConfig c;
   c.count = 1000;  // more than 2 per core on any machine with under 500 cores
