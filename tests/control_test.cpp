@@ -346,7 +346,7 @@ TEST(ControlTest, StatusShowsStateAndProgressAndWatchEndsWithHowTheJobEnded) {
   EXPECT_TRUE(
       std::regex_search(out, m,
                         std::regex("\nprogress       \\d+ of " + std::to_string(kWatchedSteps) +
-                                   " env steps \\(\\d+\\.\\d%\\), ETA \\d+ (s|min \\d\\d s)\n")))
+                                   " env steps \\(\\d+\\.\\d%\\), ETA \\d+ (s|min \\d\\d s|h \\d\\d min)\n")))
       << out;
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(\nlearning rate  (\S+)\n)"))) << out;
   EXPECT_GT(std::stod(m[1]), 0) << out;
