@@ -187,6 +187,26 @@ TEST(CliTest, TrainPrintConfigPrintsTheResolvedConfigWithARunName) {
   EXPECT_NE(r.out.find("name = \"abc\""), std::string::npos) << r.out;
 }
 
+// Several learners on one machine take free ports where the defaults would
+// collide; a metrics port set for a scraper elsewhere (a pod's 0.0.0.0:7454,
+// named in its scrape annotation) is kept.
+TEST(CliTest, RanksFreeOnlyTheLoopbackDefaultPorts) {
+  const std::vector<std::string> rank = {"train", "--print-config",
+                                         "--set", "run.name=abc",
+                                         "--set", "distributed.world_size=2",
+                                         "--set", "distributed.rank=0",
+                                         "--set", "distributed.rendezvous=127.0.0.1:0"};
+  Result loopback = pronghorn(rank);
+  EXPECT_EQ(loopback.code, 0) << loopback.err;
+  EXPECT_NE(loopback.out.find("\nmetrics_port = 0 "), std::string::npos) << loopback.out;
+  EXPECT_NE(loopback.out.find("address = \"127.0.0.1:0\""), std::string::npos) << loopback.out;
+  std::vector<std::string> pod = rank;
+  pod.insert(pod.end(), {"--set", "server.metrics_address=0.0.0.0"});
+  Result exposed = pronghorn(pod);
+  EXPECT_EQ(exposed.code, 0) << exposed.err;
+  EXPECT_NE(exposed.out.find("\nmetrics_port = 7454 "), std::string::npos) << exposed.out;
+}
+
 // Debian's LibTorch is a CPU build, so asking for CUDA is an error naming the
 // key, never a silent run on the CPU.
 TEST(CliTest, CudaLearnerWithoutCudaIsAnErrorNotASilentFallback) {

@@ -78,7 +78,12 @@ void free_default_ports(ServerConfig& server) {
   if (server.address == defaults.address) {
     server.address = server.address.substr(0, server.address.rfind(':')) + ":0";
   }
-  if (server.metrics_port == defaults.metrics_port) server.metrics_port = 0;
+  // A metrics port on another address was chosen for a scraper (a pod's
+  // 0.0.0.0:7454, named in its scrape annotation): kept.
+  if (server.metrics_port == defaults.metrics_port &&
+      server.metrics_address == defaults.metrics_address) {
+    server.metrics_port = 0;
+  }
 }
 
 // The job's token: server.token_file, else PRONGHORN_TOKEN, else the run
