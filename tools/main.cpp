@@ -37,6 +37,7 @@ void reject_leftovers(const CLI::App& app) {
 // be left is a lost peer's Gloo threads, which LibTorch 1.13 cannot abort and
 // whose destructors join: static destructors must not wait on them.
 [[noreturn]] void leave(const std::exception& e, int code) {
+  pronghorn::end_progress();  // the error line starts a line of its own
   std::cerr << "pronghorn: " << e.what() << "\n";
   std::cout.flush();
   std::cerr.flush();
