@@ -68,9 +68,10 @@ struct SlurmRun {
     return "RUN_DIR=" + runs + " RUN_NAME=" + name + " PRONGHORN=" + kPronghorn +
            " PROCESSES_PER_NODE=1 GIVE_UP_AFTER=60";
   }
-  // sbatch options: one CPU a task (the nodes have 4), the log in runs/.
-  std::string options(const std::string& what) const {
-    return "--cpus-per-task=1 --time=10 --output=" + runs + "/" + what + "-%j.out";
+  // sbatch options: `cpus` CPUs a task (the nodes have 4), the log in runs/.
+  std::string options(const std::string& what, int cpus = 1) const {
+    return "--cpus-per-task=" + std::to_string(cpus) + " --time=10 --output=" + runs + "/" + what +
+           "-%j.out";
   }
   std::string log(const std::string& what, const std::string& id) const {
     return slurp(runs + "/" + what + "-" + id + ".out");
@@ -144,7 +145,7 @@ std::string DeploySlurmTest::start_error_;
 // The only run that trains to the target.
 TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
   SlurmRun run;
-  const std::string id = cluster_->sbatch(run.train_env(""), run.options("train"), kTrainScript);
+  const std::string id = cluster_->sbatch(run.train_env(""), run.options("train", 2), kTrainScript);
   // While it trains: a row for each node in rank 0's status, and the scale of
   // node n2's actors reaches rank 1 through rank 0.
   std::string status;
@@ -158,6 +159,10 @@ TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
       << status << "\n"
       << run.log("train", id) << cluster_->logs();
   EXPECT_NE(row_with(status, "node_name", "n2").find("\"rank\": 1"), std::string::npos) << status;
+  // Each rank's step has the job's 2 CPUs a task: Slurm 22.05's srun does not
+  // read SLURM_CPUS_PER_TASK, so without --cpus-per-task it would have 1.
+  const std::string step = shell("scontrol show step " + id + ".0").second;
+  EXPECT_NE(step.find(" CPUs=4 Tasks=2 "), std::string::npos) << step;
   // As docs/deploy.md says to from a login node: a step in the job's
   // allocation on rank 0's node.
   const auto [code, scaled] = shell("srun --jobid " + id + " --overlap -w n1 " + kPronghorn +
@@ -189,17 +194,20 @@ TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
   EXPECT_TRUE(run.segments().empty());
 }
 
+// Both jobs as at a site that sets SLURM_EXPORT_ENV=NONE: sbatch itself is
+// told --export=ALL, but the scripts' sruns see NONE and must override it.
 TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
   SlurmRun run;
+  const std::string export_none = "SLURM_EXPORT_ENV=NONE ";
   // A fixed length, no target; checkpoints every second; a lost peer noticed
   // within 3 s + 4 s.
   const std::string id = cluster_->sbatch(
-      run.train_env("run.target_return=0 run.total_steps=8000000 run.checkpoint_interval_s=1 "
-                    "distributed.timeout_s=3",
-                    2),
-      run.options("train"), kTrainScript);
-  const std::string actors =
-      cluster_->sbatch(run.actors_env(), run.options("actors"), kActorsScript);
+      export_none + run.train_env("run.target_return=0 run.total_steps=8000000 "
+                                  "run.checkpoint_interval_s=1 distributed.timeout_s=3",
+                                  2),
+      "--export=ALL " + run.options("train"), kTrainScript);
+  const std::string actors = cluster_->sbatch(
+      export_none + run.actors_env(), "--export=ALL " + run.options("actors"), kActorsScript);
   std::string status;
   ASSERT_TRUE(wait_for(
       [&] {
@@ -213,6 +221,10 @@ TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
       << run.log("train", id) << run.log("actors", actors);
   const pid_t rank1 = train_process(id, 1);
   ASSERT_GT(rank1, 0) << "no `pronghorn train` of rank 1 in job " << id;
+  // The rank runs although its srun saw NONE (the step inherits it as is).
+  EXPECT_NE(slurp("/proc/" + std::to_string(rank1) + "/environ").find("SLURM_EXPORT_ENV=NONE"),
+            std::string::npos)
+      << "the scripts ran without SLURM_EXPORT_ENV=NONE: this test shows nothing";
   ASSERT_EQ(kill(rank1, SIGKILL), 0);
 
   const SlurmCluster::JobState end = cluster_->wait_job_end(id, 180s);
