@@ -3,8 +3,10 @@
 // ranks to the target while `pronghorn status` shows both nodes and `scale
 // --node` changes one; a rank's learner killed with SIGKILL is resumed by the
 // script's retry loop, an actors.sbatch node follows the group to its new
-// address and the job completes; a refused config fails once with exit 2
-// (no retry); scancel leaves no process and no shared memory. Skipped,
+// address and the job completes, although both jobs' sruns see
+// SLURM_EXPORT_ENV=NONE; a job Slurm requeues resumes its run; a refused
+// config fails once with exit 2 (no retry); scancel leaves no process and no
+// shared memory. Skipped,
 // saying why, where no cluster can run (not root, no Slurm).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -159,10 +161,6 @@ TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
       << status << "\n"
       << run.log("train", id) << cluster_->logs();
   EXPECT_NE(row_with(status, "node_name", "n2").find("\"rank\": 1"), std::string::npos) << status;
-  // Each rank's step has the job's 2 CPUs a task: Slurm 22.05's srun does not
-  // read SLURM_CPUS_PER_TASK, so without --cpus-per-task it would have 1.
-  const std::string step = shell("scontrol show step " + id + ".0").second;
-  EXPECT_NE(step.find(" CPUs=4 Tasks=2 "), std::string::npos) << step;
   // As docs/deploy.md says to from a login node: a step in the job's
   // allocation on rank 0's node.
   const auto [code, scaled] = shell("srun --jobid " + id + " --overlap -w n1 " + kPronghorn +
@@ -250,6 +248,41 @@ TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
   EXPECT_TRUE(cluster_->job_processes(id).empty());
   EXPECT_TRUE(cluster_->job_processes(actors).empty());
   EXPECT_TRUE(run.segments({"n1-actors-" + actors, "n2-actors-" + actors}).empty());
+}
+
+// A job Slurm requeues (as after a node failure, with --requeue) runs again
+// under the same job id, so the same default RUN_NAME, and resumes the run
+// from its checkpoint; the log keeps the first run's lines (--open-mode=append).
+TEST_F(DeploySlurmTest, RequeuedJobResumesItsRun) {
+  SlurmRun run;
+  const std::string env = "RUN_DIR=" + run.runs + " PRONGHORN=" + kPronghorn +
+                          " ACTORS_PER_NODE=1 MAX_RESTARTS=0 EXTRA_SETS='server.metrics_port=-1 "
+                          "run.target_return=0 run.total_steps=500000000 "
+                          "run.checkpoint_interval_s=1'";
+  const std::string id = cluster_->sbatch(env, run.options("train"), kTrainScript);
+  const std::string job = run.runs + "/pronghorn-" + id;  // RUN_NAME's default
+  ASSERT_TRUE(wait_for(
+      [&] { return fs::exists(job + "/checkpoints") && !fs::is_empty(job + "/checkpoints"); },
+      120s))
+      << run.log("train", id) << cluster_->logs();
+  ASSERT_EQ(shell("scontrol requeue " + id).first, 0) << cluster_->logs();
+  std::string log;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        log = run.log("train", id);
+        const size_t requeued = log.find("(job requeued 1 time(s))");
+        return requeued != std::string::npos &&
+               log.find("info: resumed from " + job + "/checkpoints/", requeued) !=
+                   std::string::npos;
+      },
+      120s))
+      << log << cluster_->logs();
+  EXPECT_EQ(count(log, "attempt 1 of 1"), 2u) << "the first run's lines were kept\n" << log;
+  ASSERT_EQ(shell("scancel " + id).first, 0);
+  EXPECT_EQ(cluster_->wait_job_end(id, 60s).state, "CANCELLED");
+  EXPECT_TRUE(wait_for([&] { return cluster_->job_processes(id).empty(); }, 30s));
+  EXPECT_TRUE(leftover_segments("pronghorn-" + id).empty());
+  EXPECT_TRUE(leftover_segments("pronghorn-" + id + "-rank1").empty());
 }
 
 // Bad input is not retried: the job fails with the ranks' exit status 2
