@@ -3,8 +3,10 @@
 // ranks to the target while `pronghorn status` shows both nodes and `scale
 // --node` changes one; a rank's learner killed with SIGKILL is resumed by the
 // script's retry loop, an actors.sbatch node follows the group to its new
-// address and the job completes; a refused config fails once with exit 2
-// (no retry); scancel leaves no process and no shared memory. Skipped,
+// address and the job completes, although both jobs' sruns see
+// SLURM_EXPORT_ENV=NONE; a job Slurm requeues resumes its run; a refused
+// config fails once with exit 2 (no retry); scancel leaves no process and no
+// shared memory. Skipped,
 // saying why, where no cluster can run (not root, no Slurm).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -68,9 +70,10 @@ struct SlurmRun {
     return "RUN_DIR=" + runs + " RUN_NAME=" + name + " PRONGHORN=" + kPronghorn +
            " PROCESSES_PER_NODE=1 GIVE_UP_AFTER=60";
   }
-  // sbatch options: one CPU a task (the nodes have 4), the log in runs/.
-  std::string options(const std::string& what) const {
-    return "--cpus-per-task=1 --time=10 --output=" + runs + "/" + what + "-%j.out";
+  // sbatch options: `cpus` CPUs a task (the nodes have 4), the log in runs/.
+  std::string options(const std::string& what, int cpus = 1) const {
+    return "--cpus-per-task=" + std::to_string(cpus) + " --time=10 --output=" + runs + "/" + what +
+           "-%j.out";
   }
   std::string log(const std::string& what, const std::string& id) const {
     return slurp(runs + "/" + what + "-" + id + ".out");
@@ -144,7 +147,7 @@ std::string DeploySlurmTest::start_error_;
 // The only run that trains to the target.
 TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
   SlurmRun run;
-  const std::string id = cluster_->sbatch(run.train_env(""), run.options("train"), kTrainScript);
+  const std::string id = cluster_->sbatch(run.train_env(""), run.options("train", 2), kTrainScript);
   // While it trains: a row for each node in rank 0's status, and the scale of
   // node n2's actors reaches rank 1 through rank 0.
   std::string status;
@@ -189,17 +192,20 @@ TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
   EXPECT_TRUE(run.segments().empty());
 }
 
+// Both jobs as at a site that sets SLURM_EXPORT_ENV=NONE: sbatch itself is
+// told --export=ALL, but the scripts' sruns see NONE and must override it.
 TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
   SlurmRun run;
+  const std::string export_none = "SLURM_EXPORT_ENV=NONE ";
   // A fixed length, no target; checkpoints every second; a lost peer noticed
   // within 3 s + 4 s.
   const std::string id = cluster_->sbatch(
-      run.train_env("run.target_return=0 run.total_steps=8000000 run.checkpoint_interval_s=1 "
-                    "distributed.timeout_s=3",
-                    2),
-      run.options("train"), kTrainScript);
-  const std::string actors =
-      cluster_->sbatch(run.actors_env(), run.options("actors"), kActorsScript);
+      export_none + run.train_env("run.target_return=0 run.total_steps=8000000 "
+                                  "run.checkpoint_interval_s=1 distributed.timeout_s=3",
+                                  2),
+      "--export=ALL " + run.options("train"), kTrainScript);
+  const std::string actors = cluster_->sbatch(
+      export_none + run.actors_env(), "--export=ALL " + run.options("actors"), kActorsScript);
   std::string status;
   ASSERT_TRUE(wait_for(
       [&] {
@@ -213,6 +219,10 @@ TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
       << run.log("train", id) << run.log("actors", actors);
   const pid_t rank1 = train_process(id, 1);
   ASSERT_GT(rank1, 0) << "no `pronghorn train` of rank 1 in job " << id;
+  // The rank runs although its srun saw NONE (the step inherits it as is).
+  EXPECT_NE(slurp("/proc/" + std::to_string(rank1) + "/environ").find("SLURM_EXPORT_ENV=NONE"),
+            std::string::npos)
+      << "the scripts ran without SLURM_EXPORT_ENV=NONE: this test shows nothing";
   ASSERT_EQ(kill(rank1, SIGKILL), 0);
 
   const SlurmCluster::JobState end = cluster_->wait_job_end(id, 180s);
@@ -238,6 +248,41 @@ TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
   EXPECT_TRUE(cluster_->job_processes(id).empty());
   EXPECT_TRUE(cluster_->job_processes(actors).empty());
   EXPECT_TRUE(run.segments({"n1-actors-" + actors, "n2-actors-" + actors}).empty());
+}
+
+// A job Slurm requeues (as after a node failure, with --requeue) runs again
+// under the same job id, so the same default RUN_NAME, and resumes the run
+// from its checkpoint; the log keeps the first run's lines (--open-mode=append).
+TEST_F(DeploySlurmTest, RequeuedJobResumesItsRun) {
+  SlurmRun run;
+  const std::string env = "RUN_DIR=" + run.runs + " PRONGHORN=" + kPronghorn +
+                          " ACTORS_PER_NODE=1 MAX_RESTARTS=0 EXTRA_SETS='server.metrics_port=-1 "
+                          "run.target_return=0 run.total_steps=500000000 "
+                          "run.checkpoint_interval_s=1'";
+  const std::string id = cluster_->sbatch(env, run.options("train"), kTrainScript);
+  const std::string job = run.runs + "/pronghorn-" + id;  // RUN_NAME's default
+  ASSERT_TRUE(wait_for(
+      [&] { return fs::exists(job + "/checkpoints") && !fs::is_empty(job + "/checkpoints"); },
+      120s))
+      << run.log("train", id) << cluster_->logs();
+  ASSERT_EQ(shell("scontrol requeue " + id).first, 0) << cluster_->logs();
+  std::string log;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        log = run.log("train", id);
+        const size_t requeued = log.find("(job requeued 1 time(s))");
+        return requeued != std::string::npos &&
+               log.find("info: resumed from " + job + "/checkpoints/", requeued) !=
+                   std::string::npos;
+      },
+      120s))
+      << log << cluster_->logs();
+  EXPECT_EQ(count(log, "attempt 1 of 1"), 2u) << "the first run's lines were kept\n" << log;
+  ASSERT_EQ(shell("scancel " + id).first, 0);
+  EXPECT_EQ(cluster_->wait_job_end(id, 60s).state, "CANCELLED");
+  EXPECT_TRUE(wait_for([&] { return cluster_->job_processes(id).empty(); }, 30s));
+  EXPECT_TRUE(leftover_segments("pronghorn-" + id).empty());
+  EXPECT_TRUE(leftover_segments("pronghorn-" + id + "-rank1").empty());
 }
 
 // Bad input is not retried: the job fails with the ranks' exit status 2

@@ -3,7 +3,8 @@
 # training one model together and M actor-only nodes feeding them
 # (README "Several learners", "Actor-only nodes"; docs/architecture.md §2).
 # It starts them, says where to watch, waits for the job to end, and on
-# Ctrl-C (or SIGTERM) stops every process it started. Exit status: rank 0's.
+# Ctrl-C (or SIGTERM, or SIGHUP: the terminal closed) stops every process it
+# started. Exit status: rank 0's.
 #
 #   deploy/local/run.sh                       # 2 ranks, 1 node, CartPole
 #   N=3 M=2 CONFIG=configs/pong.toml deploy/local/run.sh --set run.total_steps=2000000
@@ -36,7 +37,7 @@ mkdir -p "$logs"
 
 pids=()
 stop_all() {
-  trap - INT TERM
+  trap - INT TERM HUP
   local running=()
   for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && running+=("$pid"); done
   ((${#running[@]})) || return 0
@@ -53,6 +54,7 @@ stop_all() {
 }
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
+trap 'stop_all; exit 129' HUP  # the terminal closed: nothing may outlive it
 
 # Waits for a file a process writes once it listens; fails when the process died.
 wait_file() {
@@ -97,11 +99,13 @@ for ((m = 0; m < M; m++)); do
   pids+=($!)
 done
 
+# Paths quoted (%q) so the hints can be pasted as they are, spaces and all.
+q_pronghorn=$(printf %q "$PRONGHORN") q_job=$(printf %q "$job")
 cat <<EOM
 deploy/local: job $RUN_NAME: $N learner ranks, $M actor-only nodes (pids ${pids[*]})
-  watch:  $PRONGHORN status --run-dir $job --watch
-  logs:   $logs/
-  stop:   Ctrl-C here, or $PRONGHORN stop --run-dir $job
+  watch:  $q_pronghorn status --run-dir $q_job --watch
+  logs:   $(printf %q "$logs")/
+  stop:   Ctrl-C here, or $q_pronghorn stop --run-dir $q_job
 EOM
 
 # The job ends when rank 0 does (every rank leaves at the same step; nodes

@@ -222,7 +222,9 @@ void SlurmCluster::start() {
                        << "SlurmdPort=" << ports[1] << "\n"
                        << "SlurmUser=root\nSlurmdUser=root\n"
                        << "AuthType=auth/munge\nCredType=cred/munge\n"
-                       << "AuthInfo=socket=" << socket << "\n"
+                       // cred_expire: how long a requeued job waits before it
+                       // starts again (default 120 s; a test waits 10 s).
+                       << "AuthInfo=socket=" << socket << ",cred_expire=10\n"
                        << "StateSaveLocation=" << dir_ << "/state\n"
                        << "SlurmdSpoolDir=" << dir_ << "/spool/%n\n"
                        << "SlurmctldPidFile=" << dir_ << "/slurmctld.pid\n"
