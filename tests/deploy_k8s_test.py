@@ -13,13 +13,20 @@
    lays them out), DNS names (127.0.0.1) and fixed ports (free ports, the
    same in every attempt). The test's ConfigMap sets a fixed run.total_steps
    (no target return) and a checkpoint a second.
-   Attempt 0: rank 0 answers grpc.health.v1 SERVING on its control port and
-   serves /metrics; the node joins and a learner commits its unrolls (their
-   /metrics say); rank 1's pod is lost (SIGKILL) after a checkpoint, rank 0
-   exits 75, and the rendered failure policies say "restart the group" (and
-   "fail" for exit 1 and 2); attempt 1 (restart-attempt annotation 1) starts
-   every rank with --resume, and both end with exit 0 and an exit_status of
-   0; the node leaves with 0.
+   First, with a fake `pronghorn` that exits 0 at once, the learner
+   container's choice at any restart attempt: a run without a checkpoint
+   starts afresh (rank 0 moves it aside, rank 1 leaves it), one with a
+   checkpoint resumes, and the rank is named by its pod's hostname (pod
+   names carry a random suffix here, as real ones do; hostnames do not).
+   Then the real one. Attempt 0: rank 0 answers grpc.health.v1 SERVING on
+   its control port and serves /metrics; the node joins and a learner
+   commits its unrolls (their /metrics say); after a checkpoint rank 1's
+   pod gets the kubelet's SIGTERM (a drain): every rank stops cleanly and
+   rank 1's container exits 143, which the rendered policies restart.
+   Attempt 1 resumes every rank; after a new checkpoint rank 1's pod is
+   lost (SIGKILL), rank 0 exits 75, and the policies say "restart the
+   group" (and "fail" for exit 1 and 2). Attempt 2 resumes every rank, and
+   both end with exit 0 and an exit_status of 0; the node leaves with 0.
 
 Exit 77 (skipped) where there is no kubectl or its kustomize is older than
 v5. Every process is stopped on every way out.

@@ -2,8 +2,9 @@
 
 What a kubelet would give a container, made here from the rendered objects:
 its environment (values, $(VAR) expansion, fieldRef from the pod's name,
-labels and annotations, resourceFieldRef of its CPU limit), its mounts (a
-ConfigMap or Secret as the kubelet lays one out: files under a timestamped
+labels and annotations, resourceFieldRef of its CPU limit), its hostname (a
+`hostname` command first on PATH, as in the pod's UTS namespace), its mounts
+(a ConfigMap or Secret as the kubelet lays one out: files under a timestamped
 directory, `..data` pointing at it, each key a link through `..data`, with the
 volume's defaultMode; a PersistentVolumeClaim as a directory every pod shares)
 and its command and args run as they are. Only what cannot exist here is
