@@ -10,6 +10,8 @@ import tomllib
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+# What JobSet's webhook (v0.6 to v0.12) accepts as a failurePolicy rule name.
+RULE_NAME = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
 
 
 class Failure(Exception):
@@ -74,8 +76,9 @@ class Job:
         expect([c["name"] for c in containers] == [name], f"pod containers {[c['name'] for c in containers]}")
         return containers[0]
 
-    def pod_name(self, rank):
-        """A learner pod's name and hostname, as the JobSet and Job controllers make it."""
+    def hostname(self, rank):
+        """A learner pod's hostname, as the JobSet and Job controllers make it
+        (its DNS name's first label); the pod's name adds a random suffix."""
         return f"{self.jobset['metadata']['name']}-{self.rjob['name']}-0-{rank}"
 
     def learner_labels(self, rank):
@@ -104,18 +107,20 @@ def check_ranks(job):
     expect(job.jobset["spec"]["network"].get("enableDNSHostnames") is True,
            "JobSet: network.enableDNSHostnames is off: pods get no DNS names")
     master = env_value(job.learner, "MASTER_ADDR")
-    expect(master == f"{job.pod_name(0)}.{job.subdomain}",
-           f"MASTER_ADDR {master} is not rank 0's name {job.pod_name(0)}.{job.subdomain}")
+    expect(master == f"{job.hostname(0)}.{job.subdomain}",
+           f"MASTER_ADDR {master} is not rank 0's name {job.hostname(0)}.{job.subdomain}")
     expect(int(env_value(job.learner, "MASTER_PORT")) == job.ports.get("rendezvous"),
            "MASTER_PORT is not the rendezvous containerPort")
     expect(env_field(job.learner, "RESTART_ATTEMPT") == f"metadata.annotations['{RESTART_ATTEMPT}']",
            "RESTART_ATTEMPT is not the JobSet's restart-attempt annotation")
     script = "\n".join(job.learner["command"] + job.learner["args"])
-    expect('--resume "$run"' in script and "RESTART_ATTEMPT" in script,
-           "the learner's args do not resume a restarted attempt")
+    expect('--resume "$run"' in script and '"$run"/checkpoints/*.ckpt' in script,
+           "the learner's args do not resume a run that has a checkpoint")
+    expect('--name "$(hostname)"' in script and "POD_NAME" not in script,
+           "the learner's rank is not named by its pod's hostname (its pod name has a random suffix)")
     actor_world = int(env_value(job.actor, "WORLD_SIZE"))
     expect(actor_world == job.world_size, f"actor nodes' WORLD_SIZE {actor_world} ≠ {job.world_size}")
-    expect(env_value(job.actor, "LEARNER_POD_PREFIX") + "0" == job.pod_name(0),
+    expect(env_value(job.actor, "LEARNER_POD_PREFIX") + "0" == job.hostname(0),
            "LEARNER_POD_PREFIX does not name the learner pods")
     expect(env_value(job.actor, "LEARNER_SERVICE") == job.subdomain,
            "LEARNER_SERVICE is not the JobSet's subdomain")
@@ -135,6 +140,9 @@ def check_failure_policy(job):
            f"podFailurePolicy FailJob rule {codes}: expected exit codes In [1, 2] of the learner")
     policy = job.jobset["spec"].get("failurePolicy", {})
     expect(policy.get("maxRestarts", 0) >= 1, "JobSet: failurePolicy.maxRestarts < 1: no resume")
+    for rule in policy.get("rules", []):
+        expect(RULE_NAME.fullmatch(rule.get("name", "")),
+               f"JobSet failurePolicy rule name {rule.get('name')!r}: the webhook wants {RULE_NAME.pattern}")
     fail_set = [r for r in policy.get("rules", []) if r["action"] == "FailJobSet"]
     expect(len(fail_set) == 1 and fail_set[0].get("onJobFailureReasons") == ["PodFailurePolicy"],
            "JobSet failurePolicy: expected one FailJobSet rule on reason PodFailurePolicy")
@@ -200,6 +208,24 @@ def check_token_and_mounts(job, secret, dockerfile):
     expect(env_value(job.learner, "RUN_DIR") == mount["mountPath"], "RUN_DIR is not the run volume")
 
 
+def check_pod_security(job):
+    """Pod Security Standard "restricted" for every container; the run
+    volume chowned only when its root is not the pod's group yet."""
+    for pod, container in ((job.learner_pod, job.learner), (job.actor_pod, job.actor)):
+        who = container["name"]
+        pod_context = pod["spec"].get("securityContext", {})
+        expect(pod_context.get("fsGroupChangePolicy") == "OnRootMismatch",
+               f"{who}: pod fsGroupChangePolicy {pod_context.get('fsGroupChangePolicy')}, expected OnRootMismatch")
+        context = container.get("securityContext", {})
+        expect(context.get("allowPrivilegeEscalation") is False, f"{who}: allowPrivilegeEscalation is not false")
+        expect(context.get("capabilities", {}).get("drop") == ["ALL"], f"{who}: capabilities do not drop ALL")
+        expect(context.get("capabilities", {}).get("add") in (None, []), f"{who}: capabilities added")
+        expect(context.get("seccompProfile", {}).get("type") == "RuntimeDefault",
+               f"{who}: seccompProfile {context.get('seccompProfile')}, expected RuntimeDefault")
+        expect(context.get("runAsNonRoot") is True, f"{who}: container runAsNonRoot is not true")
+        expect(context.get("privileged") in (None, False), f"{who}: privileged")
+
+
 def check_selectors(job):
     """Each Service and the Deployment select their pods and no others."""
     ranks = [job.learner_labels(r) for r in range(job.world_size)]
@@ -224,4 +250,5 @@ def check_all(job, secret, dockerfile):
     check_failure_policy(job)
     check_ports_and_probes(job)
     check_token_and_mounts(job, secret, dockerfile)
+    check_pod_security(job)
     check_selectors(job)

@@ -13,13 +13,20 @@
    lays them out), DNS names (127.0.0.1) and fixed ports (free ports, the
    same in every attempt). The test's ConfigMap sets a fixed run.total_steps
    (no target return) and a checkpoint a second.
-   Attempt 0: rank 0 answers grpc.health.v1 SERVING on its control port and
-   serves /metrics; the node joins and a learner commits its unrolls (their
-   /metrics say); rank 1's pod is lost (SIGKILL) after a checkpoint, rank 0
-   exits 75, and the rendered failure policies say "restart the group" (and
-   "fail" for exit 1 and 2); attempt 1 (restart-attempt annotation 1) starts
-   every rank with --resume, and both end with exit 0 and an exit_status of
-   0; the node leaves with 0.
+   First, with a fake `pronghorn` that exits 0 at once, the learner
+   container's choice at any restart attempt: a run without a checkpoint
+   starts afresh (rank 0 moves it aside, rank 1 leaves it), one with a
+   checkpoint resumes, and the rank is named by its pod's hostname (pod
+   names carry a random suffix here, as real ones do; hostnames do not).
+   Then the real one. Attempt 0: rank 0 answers grpc.health.v1 SERVING on
+   its control port and serves /metrics; the node joins and a learner
+   commits its unrolls (their /metrics say); after a checkpoint rank 1's
+   pod gets the kubelet's SIGTERM (a drain): every rank stops cleanly and
+   rank 1's container exits 143, which the rendered policies restart.
+   Attempt 1 resumes every rank; after a new checkpoint rank 1's pod is
+   lost (SIGKILL), rank 0 exits 75, and the policies say "restart the
+   group" (and "fail" for exit 1 and 2). Attempt 2 resumes every rank, and
+   both end with exit 0 and an exit_status of 0; the node leaves with 0.
 
 Exit 77 (skipped) where there is no kubectl or its kustomize is older than
 v5. Every process is stopped on every way out.
@@ -142,7 +149,7 @@ class Cluster:
         self.argv_log = os.path.join(tmp, "argv.log")
         # The image's `pronghorn` on PATH; it resolves the learners' DNS names
         # in --learner (the actor node's only address argument) and logs argv.
-        learners = {f"{job.pod_name(r)}.{job.subdomain}:{job.ports['remote']}": f"127.0.0.1:{p['remote']}"
+        learners = {f"{job.hostname(r)}.{job.subdomain}:{job.ports['remote']}": f"127.0.0.1:{p['remote']}"
                     for r, p in enumerate(self.ports)}
         os.makedirs(os.path.join(tmp, "bin"))
         shim = os.path.join(tmp, "bin", "pronghorn")
@@ -179,9 +186,10 @@ os.execv({pronghorn!r}, [{pronghorn!r}] + args)
         localize = k8s_local.localizer(mounts)
         env = {k: localize(v) for k, v in k8s_local.container_env(container, pod).items()}
         if "MASTER_ADDR" in env:
-            expect(env["MASTER_ADDR"] == f"{self.job.pod_name(0)}.{self.job.subdomain}", "MASTER_ADDR")
+            expect(env["MASTER_ADDR"] == f"{self.job.hostname(0)}.{self.job.subdomain}", "MASTER_ADDR")
             env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.master_port))
-        env.update(PATH=f"{self.tmp}/bin:{os.environ['PATH']}", HOME=pod_dir, HOSTNAME=pod.name,
+        uts = k8s_local.hostname_command(os.path.join(pod_dir, "uts"), pod.hostname)
+        env.update(PATH=f"{uts}:{self.tmp}/bin:{os.environ['PATH']}", HOME=pod_dir, HOSTNAME=pod.hostname,
                    LANG="C.UTF-8")
         argv = [localize(k8s_local.expand(a, env)) for a in container["command"] + container["args"]]
         process = k8s_local.Process(argv, env, os.path.join(pod_dir, "log"), pod_dir)
@@ -191,12 +199,19 @@ os.execv({pronghorn!r}, [{pronghorn!r}] + args)
     def start_rank(self, rank, attempt):
         annotations = {**self.job.learner_pod["metadata"].get("annotations", {}),
                        COMPLETION_INDEX: str(rank), RESTART_ATTEMPT: str(attempt)}
-        pod = k8s_local.Pod(self.job.pod_name(rank), self.job.learner_labels(rank), annotations)
+        hostname = self.job.hostname(rank)
+        pod = k8s_local.Pod(f"{hostname}-{k8s_local.random_suffix()}", hostname,
+                            self.job.learner_labels(rank), annotations)
         return self.start(self.job.learner_pod, self.job.learner, pod, rank)
 
     def start_actor_node(self, name):
-        pod = k8s_local.Pod(name, self.job.actor_labels())
+        pod = k8s_local.Pod(name, name, self.job.actor_labels())
         return self.start(self.job.actor_pod, self.job.actor, pod, None)
+
+    def run_rank(self, rank, attempt):
+        """A learner container that ends by itself (a fake `pronghorn`): its exit code."""
+        process = self.start_rank(rank, attempt)
+        return process.wait(time.monotonic() + 10), process
 
     def stop_all(self):
         for process in self.processes:
@@ -238,6 +253,47 @@ def exit_status(run, rank):
         return f.read().strip()
 
 
+def checkpoints(run):
+    return set(glob.glob(os.path.join(run, "checkpoints", "*.ckpt")))
+
+
+def check_wrapper_decisions(cluster):
+    """The learner container's choice, whatever the restart attempt, with a
+    fake `pronghorn` that exits 0 at once: a run without a checkpoint starts
+    afresh (rank 0 moves it aside first, ranks > 0 leave it); a run with one
+    resumes; the rank is named by its hostname."""
+    job = cluster.job
+    claim = [v for v in job.learner_pod["spec"]["volumes"] if "persistentVolumeClaim" in v][0]
+    run = os.path.join(cluster.shared, claim["persistentVolumeClaim"]["claimName"],
+                       manifests.env_value(job.learner, "RUN_NAME"))
+    os.makedirs(os.path.join(run, "ranks", "1"))
+    for path in ("config.toml", "ranks/1/config.toml"):
+        open(os.path.join(run, path), "w").close()
+
+    def started(rank, attempt):
+        code, process = cluster.run_rank(rank, attempt)
+        expect(code == 0, f"rank {rank}, attempt {attempt}: the wrapper exited {code}\n{process.output()}")
+        argv = cluster.argv_lines()[-1]
+        expect(argv[argv.index("--name") + 1] == job.hostname(rank), f"rank {rank}'s --name in {argv}")
+        return argv[argv.index("--resume") + 1] if "--resume" in argv else "fresh"
+
+    # A rank lost before the first checkpoint; the group's next attempt.
+    expect(started(1, 1) == "fresh" and os.path.isfile(os.path.join(run, "ranks/1/config.toml")),
+           "rank 1 without a checkpoint: not a fresh start that leaves the run to rank 0")
+    expect(started(0, 1) == "fresh", "rank 0 without a checkpoint: not a fresh start")
+    aside = glob.glob(run + ".no-checkpoint-*")
+    expect(not os.path.exists(run) and len(aside) == 1 and os.path.isfile(os.path.join(aside[0], "config.toml")),
+           f"rank 0 did not move the run without a checkpoint aside: {aside}")
+    # A JobSet applied again after maxRestarts (attempt 0) to a run with a checkpoint.
+    os.makedirs(os.path.join(run, "checkpoints"))
+    open(os.path.join(run, "checkpoints", "000001.ckpt"), "w").close()
+    for rank in range(job.world_size):
+        expect(started(rank, 0) == run, f"rank {rank}, attempt 0, a checkpoint there: not --resume {run}")
+    expect(len(glob.glob(run + ".no-checkpoint-*")) == 1, "a run with a checkpoint was moved aside")
+    print("learner wrapper: no checkpoint → fresh start (rank 0 moves the run aside), "
+          "a checkpoint → --resume, at any attempt")
+
+
 def run_job(cluster, deadline):
     job = cluster.job
     claim = [v for v in job.learner_pod["spec"]["volumes"] if "persistentVolumeClaim" in v][0]
@@ -263,30 +319,48 @@ def run_job(cluster, deadline):
                    lambda: node_unrolls([p["metrics"] for p in cluster.ports], node_name), deadline, ranks + [node])
     print(f"attempt 0: actor node {node_name} joined; a learner committed {fed} of its unrolls "
           f"({time.monotonic() - started:.1f} s after the pods started)")
-    wait_for("checkpoint", lambda: glob.glob(os.path.join(run, "checkpoints", "*.ckpt")), deadline, ranks)
+    wait_for("checkpoint", lambda: checkpoints(run), deadline, ranks)
+    # Rank 1's pod is drained, evicted or preempted: the kubelet sends
+    # SIGTERM to its main process, the wrapper. train stops every rank with a
+    # checkpoint (exit 0); the wrapper exits 143, so the group restarts.
+    ranks[1].signal_main(signal.SIGTERM)
+    codes = [r.wait(deadline) for r in ranks]
+    expect(codes == [0, 143], f"attempt 0 after SIGTERM to rank 1's pod: exit codes {codes}, expected [0, 143]\n"
+           + ranks[1].output()[-3000:])
+    expect(exit_status(run, 1).startswith("0 "), f"rank 1's train did not stop cleanly: {exit_status(run, 1)}")
+    decision = jobset_decision(job, codes)
+    expect(decision == "restart", f"the JobSet's policies {decision} on exit codes {codes}")
+    print("attempt 0: SIGTERM to rank 1's pod: rank 1 exited 143 after a clean stop; the policies restart the group")
+
+    ranks = [cluster.start_rank(r, 1) for r in range(job.world_size)]
+    seen = checkpoints(run)
+    wait_for("a checkpoint of attempt 1", lambda: checkpoints(run) - seen, deadline, ranks)
     ranks[1].kill(signal.SIGKILL)  # rank 1's pod is lost (a node died, a forced delete)
     ranks[0].wait(deadline)
     codes = wait_group(ranks, deadline)
-    expect(codes == [75, 137], f"attempt 0 after losing rank 1: exit codes {codes}, expected [75, 137]\n"
+    expect(codes == [75, 137], f"attempt 1 after losing rank 1: exit codes {codes}, expected [75, 137]\n"
            + ranks[0].output()[-3000:])
     expect(exit_status(run, 0).startswith("75 "), f"rank 0's exit_status: {exit_status(run, 0)}")
     decision = jobset_decision(job, codes)
     expect(decision == "restart", f"the JobSet's policies {decision} on exit codes {codes}")
-    for code, want in ((1, "fail"), (2, "fail"), (75, "restart"), (137, "restart")):
+    for code, want in ((1, "fail"), (2, "fail"), (75, "restart"), (137, "restart"), (143, "restart")):
         expect(jobset_decision(job, [code, 0]) == want, f"exit {code}: the policies do not {want}")
-    print(f"attempt 0: rank 1 lost, rank 0 exited 75; the JobSet's policies restart the group")
+    print("attempt 1: resumed; rank 1 lost, rank 0 exited 75; the JobSet's policies restart the group")
 
-    ranks = [cluster.start_rank(r, 1) for r in range(job.world_size)]
+    ranks = [cluster.start_rank(r, 2) for r in range(job.world_size)]
     codes = wait_group(ranks, deadline)
-    expect(codes == [0, 0], f"attempt 1 exit codes {codes}\n" + "\n".join(r.output()[-2000:] for r in ranks))
+    expect(codes == [0, 0], f"attempt 2 exit codes {codes}\n" + "\n".join(r.output()[-2000:] for r in ranks))
     for r in range(job.world_size):
         expect(exit_status(run, r).startswith("0 "), f"rank {r}'s exit_status: {exit_status(run, r)}")
     # What the learner containers' args ran, as the image's `pronghorn` got it.
     n = job.world_size
     trains = [a for a in cluster.argv_lines() if a[:1] == ["train"]]
     resumed = [a[a.index("--resume") + 1] if "--resume" in a else None for a in trains]
-    expect(resumed == [None] * n + [run] * n, f"--resume of each start, attempt 0 then 1: {resumed}")
-    print("attempt 1: every rank started with --resume and the job ended with exit 0")
+    expect(resumed == [None] * n + [run] * 2 * n, f"--resume of each start, attempts 0 to 2: {resumed}")
+    names = sorted(a[a.index("--name") + 1] for a in trains)
+    expect(names == sorted([job.hostname(r) for r in range(n)] * 3),
+           f"the ranks' --name {names}: not their pods' hostnames")
+    print("attempt 2: every rank resumed under its hostname's name and the job ended with exit 0")
 
     # A node that rejoined hears the job end and leaves; one still between
     # retries is stopped as `kubectl delete deployment` would (SIGTERM).
@@ -327,6 +401,14 @@ def main():
         expect(jobs["overlays/example"].world_size != jobs["base"].world_size
                and jobs["overlays/example"].learner["image"] != jobs["base"].learner["image"],
                "the example overlay changes neither the ranks nor the image")
+        fake = os.path.join(tmp, "fake-pronghorn")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(fake, 0o755)
+        os.makedirs(os.path.join(tmp, "wrapper"))
+        cluster = Cluster(jobs["base"], secret, fake, os.path.join(tmp, "wrapper"))
+        check_wrapper_decisions(cluster)
+        cluster.stop_all()
         start = time.monotonic()
         cluster = Cluster(jobs["base"], secret, pronghorn, tmp)
         run_job(cluster, start + TEST_DEADLINE_S)

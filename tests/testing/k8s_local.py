@@ -2,8 +2,9 @@
 
 What a kubelet would give a container, made here from the rendered objects:
 its environment (values, $(VAR) expansion, fieldRef from the pod's name,
-labels and annotations, resourceFieldRef of its CPU limit), its mounts (a
-ConfigMap or Secret as the kubelet lays one out: files under a timestamped
+labels and annotations, resourceFieldRef of its CPU limit), its hostname (a
+`hostname` command first on PATH, as in the pod's UTS namespace), its mounts
+(a ConfigMap or Secret as the kubelet lays one out: files under a timestamped
 directory, `..data` pointing at it, each key a link through `..data`, with the
 volume's defaultMode; a PersistentVolumeClaim as a directory every pod shares)
 and its command and args run as they are. Only what cannot exist here is
@@ -14,6 +15,7 @@ DNS names and fixed ports become 127.0.0.1 and free ports.
 import base64
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -24,11 +26,30 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Pod:
-    """What the API server and the Job/JobSet controllers give a pod."""
+    """What the API server and the Job/JobSet controllers give a pod. An
+    Indexed Job's pod is named <hostname>-<random suffix>; its hostname, set
+    by the Job controller, has no suffix."""
 
     name: str
+    hostname: str
     labels: dict = field(default_factory=dict)
     annotations: dict = field(default_factory=dict)
+
+
+def random_suffix():
+    """The 5 characters a generated pod name ends with."""
+    return "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+
+
+def hostname_command(directory, hostname):
+    """A `hostname` on PATH that prints the pod's hostname, as the image's
+    does in the pod's UTS namespace; returns the folder to put first on PATH."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "hostname")
+    with open(path, "w") as f:
+        f.write(f"#!/bin/sh\necho {hostname}\n")
+    os.chmod(path, 0o755)
+    return directory
 
 
 def free_port():
@@ -188,6 +209,14 @@ class Process:
         while self.exit_code() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         return self.exit_code()
+
+    def signal_main(self, sig):
+        """sig to the container's main process only, as the kubelet sends a
+        stop (SIGTERM) to PID 1; its children see only what it passes on."""
+        try:
+            os.kill(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
 
     def kill(self, sig):
         try:
