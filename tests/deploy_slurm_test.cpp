@@ -148,36 +148,8 @@ std::string DeploySlurmTest::start_error_;
 TEST_F(DeploySlurmTest, TrainSbatchTrainsCartPoleAcrossTwoNodesToTheTarget) {
   SlurmRun run;
   const std::string id = cluster_->sbatch(run.train_env(""), run.options("train", 2), kTrainScript);
-  // While it trains: a row for each node in rank 0's status, and the scale of
-  // node n2's actors reaches rank 1 through rank 0.
-  std::string status;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        status = run.status();
-        return !row_with(status, "node_name", "n1").empty() &&
-               !row_with(status, "node_name", "n2").empty();
-      },
-      120s))
-      << status << "\n"
-      << run.log("train", id) << cluster_->logs();
-  EXPECT_NE(row_with(status, "node_name", "n2").find("\"rank\": 1"), std::string::npos) << status;
-  // As docs/deploy.md says to from a login node: a step in the job's
-  // allocation on rank 0's node.
-  const auto [code, scaled] = shell("srun --jobid " + id + " --overlap -w n1 " + kPronghorn +
-                                    " scale --run-dir " + run.job + " --node n2 --actors 2");
-  EXPECT_EQ(code, 0) << scaled;
-  EXPECT_NE(scaled.find("actors: 1 → 2"), std::string::npos) << scaled;
-  EXPECT_TRUE(wait_for(
-      [&] {
-        status = run.status();
-        return row_with(status, "node_name", "n2").find("\"actors_desired\": 2") !=
-               std::string::npos;
-      },
-      10s))
-      << status;
-  EXPECT_NE(row_with(status, "node_name", "n1").find("\"actors_desired\": 1"), std::string::npos)
-      << "only n2 was scaled: " << status;
-
+  // (CartPole solves in seconds: status and scale are checked on the
+  // longer run of LostRankIsResumedByTheRetryLoopAndTheJobCompletes.)
   const SlurmCluster::JobState end = cluster_->wait_job_end(id, 180s);
   const std::string log = run.log("train", id);
   EXPECT_EQ(end.state, "COMPLETED") << log;
@@ -217,6 +189,35 @@ TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
       << "the actor-only node joined and a checkpoint was written\n"
       << status << "\n"
       << run.log("train", id) << run.log("actors", actors);
+  // While it trains: a row for each node in rank 0's status, and the scale of
+  // node n2's actors reaches rank 1 through rank 0.
+  ASSERT_TRUE(wait_for(
+      [&] {
+        status = run.status();
+        return !row_with(status, "node_name", "n1").empty() &&
+               !row_with(status, "node_name", "n2").empty();
+      },
+      120s))
+      << status << "\n"
+      << run.log("train", id);
+  EXPECT_NE(row_with(status, "node_name", "n2").find("\"rank\": 1"), std::string::npos) << status;
+  // As docs/deploy.md says to from a login node: a step in the job's
+  // allocation on rank 0's node.
+  const auto [code, scaled] = shell("srun --jobid " + id + " --overlap -w n1 " + kPronghorn +
+                                    " scale --run-dir " + run.job + " --node n2 --actors 2");
+  EXPECT_EQ(code, 0) << scaled;
+  EXPECT_NE(scaled.find("actors: 1 → 2"), std::string::npos) << scaled;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        status = run.status();
+        return row_with(status, "node_name", "n2").find("\"actors_desired\": 2") !=
+               std::string::npos;
+      },
+      10s))
+      << status;
+  EXPECT_NE(row_with(status, "node_name", "n1").find("\"actors_desired\": 1"), std::string::npos)
+      << "only n2 was scaled: " << status;
+
   const pid_t rank1 = train_process(id, 1);
   ASSERT_GT(rank1, 0) << "no `pronghorn train` of rank 1 in job " << id;
   // The rank runs although its srun saw NONE (the step inherits it as is).

@@ -116,5 +116,8 @@ for pid in "${pids[@]:1}"; do
   for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 done
 stop_all  # whatever is still there after 20 s
-echo "deploy/local: rank 0 exited $status; $(tail -n 1 "$logs/rank0.log")"
+# How rank 0 ended, in its own words (its exit_status: "CODE REASON").
+ended="(rank 0 wrote no exit_status: killed by a signal?)"
+[[ -s "$job/exit_status" ]] && ended=$(cut -d' ' -f2- "$job/exit_status")
+echo "deploy/local: rank 0 exited $status; $ended"
 exit "$status"
