@@ -52,7 +52,7 @@ from testing import k8s_local  # noqa: E402
 
 SKIP = 77
 TOTAL_STEPS = 5_000_000  # env steps of the job: attempt 0 is cut short, attempt 1 runs to it
-NO_GRPC = "not asked: python3-grpcio is not installed (skipped)"
+NO_GRPC = k8s_local.NO_GRPC
 TEST_DEADLINE_S = 110  # below the ctest TIMEOUT: the test ends its processes itself
 
 
@@ -83,43 +83,6 @@ def token_secret(tmp):
         f.write(secrets.token_hex(32) + "\n")
     return yaml.safe_load(kubectl("create", "secret", "generic", "pronghorn-token",
                                   f"--from-file=token={path}", "--dry-run=client", "-o", "yaml"))
-
-
-def health_status(port):
-    """grpc.health.v1.Health/Check of service "" on 127.0.0.1:port: the status
-    number (1 SERVING, 2 NOT_SERVING), None when it did not answer, or NO_GRPC
-    when it cannot ask (that check is then skipped, saying so). The
-    request is empty and the reply one varint field, so no generated code."""
-    try:
-        import grpc
-    except ImportError:
-        return NO_GRPC
-    with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)]) as channel:
-        check = channel.unary_unary("/grpc.health.v1.Health/Check",
-                                    request_serializer=lambda b: b, response_deserializer=lambda b: b)
-        try:
-            reply = check(b"", timeout=2)
-        except grpc.RpcError:
-            return None
-    return reply[1] if reply[:1] == b"\x08" else 0
-
-
-def metrics(port):
-    """127.0.0.1:port/metrics (a scraper's view), or "" when it did not answer."""
-    import urllib.request
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-            return reply.read().decode()
-    except OSError:
-        return ""
-
-
-def node_unrolls(metrics_ports, name):
-    """The unrolls the learner ranks committed from actor node `name`, from
-    their /metrics (0: none yet)."""
-    pattern = rf'^pronghorn_remote_node_unrolls_total{{[^}}]*remote_node="{re.escape(name)}"[^}}]*}} (\S+)$'
-    return sum(int(float(m)) for port in metrics_ports for m in re.findall(pattern, metrics(port), re.M))
 
 
 def jobset_decision(job, exit_codes):
@@ -312,11 +275,11 @@ def run_job(cluster, deadline):
     node = cluster.start_actor_node(node_name)
     control = cluster.ports[0]["control"]
     health = wait_for("SERVING from rank 0's grpc.health.v1",
-                      lambda: {1: "SERVING", NO_GRPC: NO_GRPC}.get(health_status(control)), deadline, ranks)
-    wait_for("rank 0's /metrics", lambda: "pronghorn_" in metrics(cluster.ports[0]["metrics"]), deadline, ranks)
+                      lambda: {1: "SERVING", NO_GRPC: NO_GRPC}.get(k8s_local.health_status(control)), deadline, ranks)
+    wait_for("rank 0's /metrics", lambda: "pronghorn_" in k8s_local.metrics(cluster.ports[0]["metrics"]), deadline, ranks)
     print(f"attempt 0: rank 0 serves /metrics; grpc.health.v1 on its control port: {health}")
     fed = wait_for(f"unrolls from {node_name}",
-                   lambda: node_unrolls([p["metrics"] for p in cluster.ports], node_name), deadline, ranks + [node])
+                   lambda: k8s_local.node_unrolls([p["metrics"] for p in cluster.ports], node_name), deadline, ranks + [node])
     print(f"attempt 0: actor node {node_name} joined; a learner committed {fed} of its unrolls "
           f"({time.monotonic() - started:.1f} s after the pods started)")
     wait_for("checkpoint", lambda: checkpoints(run), deadline, ranks)

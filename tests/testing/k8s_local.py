@@ -237,3 +237,45 @@ class Process:
         self.log.flush()
         with open(self.log_path, errors="replace") as f:
             return f.read()
+
+
+# --- What a probe and a scraper see of a running container ------------------
+
+NO_GRPC = "not asked: python3-grpcio is not installed (skipped)"
+
+
+def health_status(port):
+    """grpc.health.v1.Health/Check of service "" on 127.0.0.1:port: the status
+    number (1 SERVING, 2 NOT_SERVING), None when it did not answer, or NO_GRPC
+    when it cannot ask (that check is then skipped, saying so). The
+    request is empty and the reply one varint field, so no generated code."""
+    try:
+        import grpc
+    except ImportError:
+        return NO_GRPC
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)]) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                    request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        try:
+            reply = check(b"", timeout=2)
+        except grpc.RpcError:
+            return None
+    return reply[1] if reply[:1] == b"\x08" else 0
+
+
+def metrics(port):
+    """127.0.0.1:port/metrics (a scraper's view), or "" when it did not answer."""
+    import urllib.request
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            return reply.read().decode()
+    except OSError:
+        return ""
+
+
+def node_unrolls(metrics_ports, name):
+    """The unrolls the learner ranks committed from actor node `name`, from
+    their /metrics (0: none yet)."""
+    pattern = rf'^pronghorn_remote_node_unrolls_total{{[^}}]*remote_node="{re.escape(name)}"[^}}]*}} (\S+)$'
+    return sum(int(float(m)) for port in metrics_ports for m in re.findall(pattern, metrics(port), re.M))
