@@ -19,6 +19,7 @@
 #include "proto/status_json.h"
 #include "tools/cli.h"
 #include "tools/control_client.h"
+#include "tools/exit_record.h"
 
 namespace pronghorn::cli {
 namespace {
@@ -176,12 +177,10 @@ std::string local_time_now() {
 // directory is on another machine).
 std::string exit_line(const std::string& run_dir, double timeout_s) {
   if (run_dir.empty() || !std::filesystem::is_directory(run_dir)) return "";
-  const std::string path = run_dir + "/exit_status";
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   for (;;) {
-    std::string line;
-    if (std::ifstream in(path); std::getline(in, line) && !line.empty()) return line;
+    if (std::string line = read_exit_record(run_dir); !line.empty()) return line;
     if (std::chrono::steady_clock::now() >= deadline) return "";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -4,13 +4,25 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "core/files.h"
 
 namespace pronghorn::cli {
 
+namespace {
+std::string record_path(const std::string& dir) { return dir + "/exit_status"; }
+}  // namespace
+
+std::string read_exit_record(const std::string& dir) {
+  std::string line;
+  std::ifstream in(record_path(dir));
+  std::getline(in, line);
+  return line;
+}
+
 void ExitRecord::claim(const std::string& dir) {
-  path_ = dir + "/exit_status";
+  path_ = record_path(dir);
   std::error_code ignored;
   std::filesystem::remove(path_, ignored);
 }

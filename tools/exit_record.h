@@ -10,6 +10,9 @@ namespace pronghorn::cli {
 // highest code or 128+signal, not which rank was lost and which failed on
 // its own; deploy/slurm's retry loop decides from these lines. A rank killed
 // by a signal writes none.
+// The line a rank's process left in `dir`, or "" when there is none (yet).
+std::string read_exit_record(const std::string& dir);
+
 class ExitRecord {
  public:
   // This process's end goes to `dir` from now on; a record an earlier
