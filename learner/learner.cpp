@@ -100,7 +100,7 @@ void Learner::Loop::resume() {
                r.env_steps, r.learner_steps, r.policy_version);
 }
 
-std::string Learner::Loop::checkpoint() {
+Checkpoint Learner::Loop::snapshot() {
   Checkpoint ck;
   ck.env_steps = stats_.env_steps;
   ck.learner_steps = stats_.learner_steps;
@@ -110,8 +110,12 @@ std::string Learner::Loop::checkpoint() {
   ck.optimizer = trainer_.optimizer_state();
   at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
   ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
+  return ck;
+}
+
+std::string Learner::Loop::checkpoint() {
   stats_.last_checkpoint =
-      save_checkpoint(checkpoints_, ck, static_cast<int>(c_.run.keep_checkpoints));
+      save_checkpoint(checkpoints_, snapshot(), static_cast<int>(c_.run.keep_checkpoints));
   stats_.last_checkpoint_unix_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return stats_.last_checkpoint;
@@ -194,6 +198,37 @@ void Learner::Loop::learn(PreparedBatch& prepared) {
   stats_.local_env_steps += static_cast<uint64_t>(T_ * K_ * B_);
 }
 
+// Rank 0: takes a finished evaluation, and starts one every
+// run.eval_interval_s, or at once while the training mean is at the target
+// (which only an evaluation can confirm). The evaluator copies the state and
+// runs on its own thread: training goes on meanwhile.
+void Learner::Loop::evaluate(Clock::time_point now) {
+  if (!evaluator_) return;
+  if (std::optional<EvalReport> done = evaluator_->take()) {
+    const Evaluation& e = done->result;
+    stats_.eval_return_mean = e.mean;
+    stats_.eval_return_std = e.std;
+    stats_.eval_episodes = e.returns.size();
+    stats_.eval_env_steps = done->env_steps;
+    if (done->new_best) {
+      spdlog::info(
+          "evaluation at {} env steps: return {:.2f} ± {:.2f} over {} episodes, the best "
+          "so far: {}/{}",
+          done->env_steps, e.mean, e.std, e.returns.size(), checkpoints_, kBestCheckpointName);
+    }
+    if (!done->best_error.empty()) {
+      spdlog::error("best checkpoint not written: {}; training goes on", done->best_error);
+    }
+    if (target_ != 0 && e.mean >= target_) eval_reached_target_ = true;
+  }
+  const bool at_target =
+      target_ != 0 && stats_.has_full_window() && stats_.return_mean() >= target_;
+  const bool due = c_.run.eval_interval_s > 0 && now >= next_eval_;
+  if ((at_target || due) && !evaluator_->busy() && evaluator_->start(snapshot())) {
+    next_eval_ = now + as_duration(c_.run.eval_interval_s);
+  }
+}
+
 // A metrics.jsonl line, the curves and the progress line.
 void Learner::Loop::report(Clock::time_point now) {
   const double interval = std::max(1e-9, seconds(now - last_report_));
@@ -216,6 +251,8 @@ TrainResult Learner::Loop::run() {
   last_report_ = last_status;
   steps_at_report_ = stats_.env_steps;  // after any resume
   learner_steps_at_report_ = stats_.learner_steps;
+  if (rank_ == 0) evaluator_.emplace(c_, spec_, checkpoints_);
+  next_eval_ = last_status + as_duration(c_.run.eval_interval_s);
   bool reached_target = false, finished = false;  // finished: target or step budget reached
   // Several learners wait for a batch only so long, then step with none.
   const auto batch_wait =
@@ -235,6 +272,7 @@ TrainResult Learner::Loop::run() {
     // once: waiting again would hold every rank back by batch_wait_ms.
     std::optional<PreparedBatch> prepared = prefetcher_->next(enter_at_once_ ? 0ms : batch_wait);
     stats_.stage_time.learner_wait_s += seconds(Clock::now() - wait_start);
+    evaluate(Clock::now());
     if (parallel_) {
       // Every rank leaves at the same step: a stop anywhere is a vote.
       const bool had_batch = prepared.has_value();
@@ -251,8 +289,7 @@ TrainResult Learner::Loop::run() {
     } else {
       if (!prepared) continue;
       learn(*prepared);
-      reached_target = c_.run.target_return != 0 && stats_.has_full_window() &&
-                       stats_.return_mean() >= c_.run.target_return;
+      reached_target = eval_reached_target_;
     }
     now = Clock::now();
     finished = reached_target || stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps);
@@ -288,7 +325,8 @@ TrainResult Learner::Loop::run() {
     spdlog::info("checkpoint {}", final_checkpoint);
   }
   std::fprintf(stderr, "\n");
-  board_.close();  // refuse new requests; end status streams
+  evaluator_.reset();  // an evaluation under way is cancelled
+  board_.close();      // refuse new requests; end status streams
   ControlReply stopped;
   stopped.checkpoint_path = final_checkpoint;
   for (auto& reply : stop_replies_) reply(stopped);
@@ -299,11 +337,16 @@ TrainResult Learner::Loop::run() {
     spdlog::info("rank {}: parameter checksum {:016x} after {} learner steps, policy version {}",
                  rank_, parallel_->parameter_checksum(), stats_.learner_steps, version_);
   }
-  return {.env_steps = stats_.env_steps,
-          .learner_steps = stats_.learner_steps,
-          .seconds = elapsed(),
-          .return_mean = parallel_ && reached_target ? cluster_return_ : stats_.return_mean(),
-          .reached_target = reached_target};
+  return {
+      .env_steps = stats_.env_steps,
+      .learner_steps = stats_.learner_steps,
+      .seconds = elapsed(),
+      .return_mean = stats_.return_mean(),
+      .eval_return_mean = parallel_ && reached_target ? cluster_return_ : stats_.eval_return_mean,
+      .eval_episodes = parallel_ && reached_target
+                           ? static_cast<uint64_t>(c_.run.eval_episodes)  // rank 0's
+                           : stats_.eval_episodes,
+      .reached_target = reached_target};
 }
 
 // A clean end tells the nodes the job is over (they exit 0); each node's

@@ -17,6 +17,7 @@
 #include "learner/batch_prefetcher.h"
 #include "learner/control_board.h"
 #include "learner/data_parallel.h"
+#include "learner/evaluator.h"
 #include "learner/learner.h"
 #include "learner/reporting.h"
 #include "learner/run_stats.h"
@@ -54,7 +55,9 @@ class Learner::Loop {
   void resume();
   void share_initial_state();
   ClusterStep learn_together(std::optional<PreparedBatch>& prepared);
+  Checkpoint snapshot();
   std::string checkpoint();
+  void evaluate(Clock::time_point now);
   void handle(ControlBoard::Pending& pending);
   v1::Status status() const;
   void publish_status() { board_.publish(status()); }
@@ -96,6 +99,11 @@ class Learner::Loop {
   Clock::time_point last_report_;
   uint64_t steps_at_report_ = 0, learner_steps_at_report_ = 0;  // set when run() starts
   uint64_t local_steps_at_report_ = 0;
+  // run.target_return resolved ("auto": the env's own); 0 = off.
+  const double target_ = c_.run.target_return.value_or(spec_.target_return);
+  std::optional<Evaluator> evaluator_;  // rank 0's, from run()
+  Clock::time_point next_eval_;
+  bool eval_reached_target_ = false;  // an evaluation's mean reached target_
 };
 
 }  // namespace pronghorn::learner

@@ -73,6 +73,10 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   for (const v1::RankStatus& row : live.ranks) *s.add_ranks() = row;
   for (const v1::RemoteNode& node : live.remote_nodes) *s.add_remote_nodes() = node;
   s.set_remote_address(live.remote_address);
+  s.set_eval_return_mean(stats.eval_return_mean);
+  s.set_eval_return_std(stats.eval_return_std);
+  s.set_eval_episodes(static_cast<uint32_t>(stats.eval_episodes));
+  s.set_eval_env_steps(stats.eval_env_steps);
   return s;
 }
 

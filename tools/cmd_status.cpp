@@ -49,6 +49,12 @@ std::string table(const v1::Status& s) {
                     : fmt::format("mean {:.2f}  min {:.2f}  max {:.2f}  (last {}, "
                                   "{:.1f} steps long on average)",
                                   r.mean(), r.min(), r.max(), r.count(), s.episode_length_mean()));
+  row("evaluation", s.eval_episodes() == 0
+                        ? std::string("none yet")
+                        : fmt::format("mean {:.2f}  std {:.2f}  ({} greedy episodes, policy at {} "
+                                      "env steps)",
+                                      s.eval_return_mean(), s.eval_return_std(), s.eval_episodes(),
+                                      s.eval_env_steps()));
   row("loss", fmt::format("total {:.4f}  policy {:.4f}  value {:.4f}  entropy {:.4f}", l.total(),
                           l.policy(), l.value(), l.entropy()));
   row("grad norm", fmt::format("{:.4f}", s.grad_norm()));

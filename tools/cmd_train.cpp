@@ -142,6 +142,8 @@ std::string train_job(const TrainArgs& args, ExitRecord& exit_record) {
   // What `pronghorn config` refuses, refused before a run directory exists;
   // the env probed once here serves the learner.
   const EnvSpec env = learner::check_job_config(config);
+  // "auto": the env's own target (none for a plugin), recorded in config.toml.
+  config.run.target_return = config.run.target_return.value_or(env.target_return);
   if (args.print_config) {
     std::cout << to_toml(config);
     return {};
@@ -235,9 +237,10 @@ std::string train_job(const TrainArgs& args, ExitRecord& exit_record) {
   }
   if (r.reached_target) {
     return fmt::format(
-        "solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} s and {} env "
-        "steps; run directory {}",
-        r.return_mean, config.run.target_return, r.seconds, r.env_steps, dir);
+        "solved: mean return {:.1f} ≥ {} on evaluation ({} greedy episodes; training {:.1f} over "
+        "the last 100) after {:.1f} s and {} env steps; run directory {}",
+        r.eval_return_mean, *config.run.target_return, r.eval_episodes, r.return_mean, r.seconds,
+        r.env_steps, dir);
   }
   return fmt::format(
       "stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}", r.seconds,
