@@ -200,10 +200,12 @@ void Learner::Loop::learn(PreparedBatch& prepared) {
 
 // Rank 0: takes a finished evaluation, and starts one every
 // run.eval_interval_s, or at once while the training mean is at the target
-// (which only an evaluation can confirm). The evaluator copies the state and
-// runs on its own thread: training goes on meanwhile.
+// (which only an evaluation can confirm: solved is both at the target). The evaluator copies the
+// state and runs on its own thread: training goes on meanwhile.
 void Learner::Loop::evaluate(Clock::time_point now) {
   if (!evaluator_) return;
+  const bool at_target =
+      target_ != 0 && stats_.has_full_window() && stats_.return_mean() >= target_;
   if (std::optional<EvalReport> done = evaluator_->take()) {
     const Evaluation& e = done->result;
     stats_.eval_return_mean = e.mean;
@@ -219,10 +221,10 @@ void Learner::Loop::evaluate(Clock::time_point now) {
     if (!done->best_error.empty()) {
       spdlog::error("best checkpoint not written: {}; training goes on", done->best_error);
     }
-    if (target_ != 0 && e.mean >= target_) eval_reached_target_ = true;
+    // Solved: the evaluation reached the target, and so does the training
+    // mean still (a run's figures then agree on it).
+    if (at_target && e.mean >= target_) eval_reached_target_ = true;
   }
-  const bool at_target =
-      target_ != 0 && stats_.has_full_window() && stats_.return_mean() >= target_;
   const bool due = c_.run.eval_interval_s > 0 && now >= next_eval_;
   if ((at_target || due) && !evaluator_->busy() && evaluator_->start(snapshot())) {
     next_eval_ = now + as_duration(c_.run.eval_interval_s);

@@ -103,7 +103,7 @@ class Learner::Loop {
   const double target_ = c_.run.target_return.value_or(spec_.target_return);
   std::optional<Evaluator> evaluator_;  // rank 0's, from run()
   Clock::time_point next_eval_;
-  bool eval_reached_target_ = false;  // an evaluation's mean reached target_
+  bool eval_reached_target_ = false;  // an evaluation's mean and the training mean reached target_
 };
 
 }  // namespace pronghorn::learner
