@@ -204,8 +204,7 @@ void Learner::Loop::learn(PreparedBatch& prepared) {
 // state and runs on its own thread: training goes on meanwhile.
 void Learner::Loop::evaluate(Clock::time_point now) {
   if (!evaluator_) return;
-  const bool at_target =
-      target_ != 0 && stats_.has_full_window() && stats_.return_mean() >= target_;
+  const bool at_target = training_at_target();
   if (std::optional<EvalReport> done = evaluator_->take()) {
     const Evaluation& e = done->result;
     stats_.eval_return_mean = e.mean;
@@ -291,6 +290,9 @@ TrainResult Learner::Loop::run() {
     } else {
       if (!prepared) continue;
       learn(*prepared);
+      // The step may have moved the training mean off the target: then the
+      // next evaluation decides again.
+      eval_reached_target_ = eval_reached_target_ && training_at_target();
       reached_target = eval_reached_target_;
     }
     now = Clock::now();

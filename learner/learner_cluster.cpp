@@ -47,7 +47,7 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
     samples = static_cast<uint64_t>(T_ * K_ * B_);
   }
   // Rank 0 evaluates: its evaluation reaching the target stops every rank.
-  const bool target_here = eval_reached_target_;
+  const bool target_here = eval_reached_target_ && training_at_target();
   const auto reduce_start = Clock::now();
   RankRow row{.sps = stats_.local_sps,
               .allreduce_s = stats_.last_allreduce_s,

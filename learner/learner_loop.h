@@ -64,6 +64,9 @@ class Learner::Loop {
   void learn(PreparedBatch& prepared);
   void report(Clock::time_point now);
   double elapsed() const { return loop_time::seconds(Clock::now() - start_); }
+  bool training_at_target() const {  // the mean of the last 100 training episodes
+    return target_ != 0 && stats_.has_full_window() && stats_.return_mean() >= target_;
+  }
 
   const TrainOptions o_;  // a copy: the caller's may be a temporary
   const Config& c_;
