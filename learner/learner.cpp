@@ -222,7 +222,7 @@ void Learner::Loop::evaluate(Clock::time_point now) {
     }
     // Solved: the evaluation reached the target, and so does the training
     // mean still (a run's figures then agree on it).
-    if (at_target && e.mean >= target_) eval_reached_target_ = true;
+    eval_reached_target_ = at_target && e.mean >= target_;  // the newest evaluation decides
   }
   const bool due = c_.run.eval_interval_s > 0 && now >= next_eval_;
   if ((at_target || due) && !evaluator_->busy() && evaluator_->start(snapshot())) {
