@@ -76,6 +76,16 @@ class StatusCollector final : public prometheus::Collectable {
          sample(s.episode_return().max(), {{"stat", "max"}})});
     gauge("pronghorn_episode_length_mean_steps", "Mean length of the last (up to) 100 episodes.",
           s.episode_length_mean());
+    if (s.eval_episodes() > 0) {  // none before the first evaluation
+      add("pronghorn_eval_return", "Return of the last evaluation's greedy episodes.",
+          MetricType::Gauge,
+          {sample(s.eval_return_mean(), {{"stat", "mean"}}),
+           sample(s.eval_return_std(), {{"stat", "std"}})});
+      gauge("pronghorn_eval_episodes", "Episodes of the last evaluation.", s.eval_episodes());
+      gauge("pronghorn_eval_env_steps",
+            "Env steps trained on when the evaluated weights were taken.",
+            static_cast<double>(s.eval_env_steps()));
+    }
     add("pronghorn_loss", "Loss terms of the last learner step.", MetricType::Gauge,
         {sample(s.loss().total(), {{"term", "total"}}),
          sample(s.loss().policy(), {{"term", "policy"}}),

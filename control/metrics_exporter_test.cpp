@@ -181,6 +181,24 @@ TEST_F(MetricsExporterTest, ServesPublishedStatus) {
   EXPECT_EQ(other.body.find("pronghorn_"), std::string::npos);
 }
 
+TEST_F(MetricsExporterTest, EvaluationAppearsOnceThereIsOne) {
+  MetricsExporter exporter(kLoopback, 0, board_);
+  EXPECT_EQ(http_get(exporter.port(), "/metrics").body.find("pronghorn_eval"), std::string::npos)
+      << "no evaluation yet: no eval metrics";
+  v1::Status s = board_.status();
+  s.set_eval_return_mean(487.5);
+  s.set_eval_return_std(12.25);
+  s.set_eval_episodes(10);
+  s.set_eval_env_steps(40960);
+  board_.publish(s);
+  const Reply metrics = http_get(exporter.port(), "/metrics");
+  EXPECT_NE(metrics.body.find("pronghorn_eval_return{stat=\"mean\"} 487.5\n"), std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("pronghorn_eval_return{stat=\"std\"} 12.25\n"), std::string::npos);
+  EXPECT_NE(metrics.body.find("\npronghorn_eval_episodes 10\n"), std::string::npos);
+  EXPECT_NE(metrics.body.find("\npronghorn_eval_env_steps 40960\n"), std::string::npos);
+}
+
 TEST_F(MetricsExporterTest, SeveralLearnersLabelTheirRankAndRankZeroEveryRanksRow) {
   v1::Status s = board_.status();
   s.set_rank(0);

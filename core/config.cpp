@@ -89,6 +89,9 @@ std::string format_value(const Field& field) {
     std::string operator()(std::optional<int64_t>* v) const {
       return v->has_value() ? std::to_string(**v) : quoted(kAuto);
     }
+    std::string operator()(std::optional<double>* v) const {
+      return v->has_value() ? format_number(**v) : quoted(kAuto);
+    }
     std::string operator()(ChoiceRef v) const {
       const int index = v.get(v.target);
       return index >= 0 && index < static_cast<int>(field.choices.size())
@@ -164,6 +167,16 @@ void assign(const Field& field, const toml::node& node, const std::string& origi
     void operator()(std::optional<int64_t>* v) const {
       if (node.is_integer())
         *v = node.as_integer()->get();
+      else if (node.is_string() && node.as_string()->get() == kAuto)
+        *v = std::nullopt;
+      else
+        wrong();
+    }
+    void operator()(std::optional<double>* v) const {
+      if (node.is_integer())
+        *v = static_cast<double>(node.as_integer()->get());
+      else if (node.is_floating_point())
+        *v = node.as_floating_point()->get();
       else if (node.is_string() && node.as_string()->get() == kAuto)
         *v = std::nullopt;
       else
@@ -252,6 +265,10 @@ void apply_override(std::vector<Field>& table, const std::string& text, Unmatche
     **v = std::nullopt;  // --set actor.count=auto, unquoted
     return;
   }
+  if (auto* v = std::get_if<std::optional<double>*>(&field.target); v && value == kAuto) {
+    **v = std::nullopt;  // --set run.target_return=auto
+    return;
+  }
   check_limits("v = " + value, kMaxOverrideBytes, origin);
   toml::table parsed;
   try {
@@ -266,7 +283,8 @@ void apply_override(std::vector<Field>& table, const std::string& text, Unmatche
 void check_ranges(Config& config, const Unmatched& unmatched) {
   for (const Field& f : config_schema::fields(config)) {
     auto out_of_range = [&](double v) { return !(v >= f.min && v <= f.max); };
-    bool integral = !std::holds_alternative<double*>(f.target);
+    bool integral = !std::holds_alternative<double*>(f.target) &&
+                    !std::holds_alternative<std::optional<double>*>(f.target);
     std::string range =
         integral
             ? fmt::format("in [{}, {}]", static_cast<int64_t>(f.min), static_cast<int64_t>(f.max))
@@ -278,6 +296,10 @@ void check_ranges(Config& config, const Unmatched& unmatched) {
         v && **v && out_of_range(static_cast<double>(***v))) {
       fail(fmt::format("{} = {}: expected {} or an integer {}", f.name(), ***v, quoted(kAuto),
                        range));
+    }
+    if (auto* v = std::get_if<std::optional<double>*>(&f.target); v && **v && out_of_range(***v)) {
+      fail(fmt::format("{} = {}: expected {} or a number {}", f.name(), format_number(***v),
+                       quoted(kAuto), range));
     }
     if (auto* v = std::get_if<double*>(&f.target); v && out_of_range(**v)) {
       fail(fmt::format("{} = {}: expected a number {}", f.name(), format_number(**v), range));

@@ -119,10 +119,18 @@ struct RunConfig {
   std::string dir = "runs";  // runs live in <dir>/<name>/
   int64_t seed = 1;
   int64_t total_steps = 20'000'000;  // env steps; the run stops there
-  double target_return = 475.0;  // stop when the mean return of 100 episodes reaches it; 0 = off
+  // Stop, solved, when an evaluation's mean return reaches it (the mean of
+  // the last 100 training episodes reaching it starts that evaluation at
+  // once). Empty ("auto"): the env's own (EnvSpec::target_return); 0 = off.
+  std::optional<double> target_return;
   double checkpoint_interval_s = 60;
   int64_t keep_checkpoints = 3;
   double report_interval_s = 1.0;
+  // Evaluation of the greedy policy on envs of its own, in a thread of its
+  // own (learner/evaluator.h): every eval_interval_s (0 = only for the
+  // target), over eval_episodes episodes.
+  double eval_interval_s = 30;
+  int64_t eval_episodes = 10;
 };
 
 struct ServerConfig {

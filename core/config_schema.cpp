@@ -157,7 +157,8 @@ std::vector<Field> fields(Config& c) {
        -kInf,
        kInf,
        {},
-       "stop once the mean return of 100 episodes reaches it; 0 = off"},
+       "stop once an evaluation's mean return reaches it (checked when the training mean does); "
+       "\"auto\" = the env's own target, none for a plugin; 0 = off"},
       {"run",
        "checkpoint_interval_s",
        &c.run.checkpoint_interval_s,
@@ -173,6 +174,15 @@ std::vector<Field> fields(Config& c) {
        3600,
        {},
        "seconds between metrics lines"},
+      {"run",
+       "eval_interval_s",
+       &c.run.eval_interval_s,
+       0,
+       1e9,
+       {},
+       "seconds between evaluations of the greedy policy on envs of their own; 0 = only for "
+       "run.target_return"},
+      {"run", "eval_episodes", &c.run.eval_episodes, 1, 100000, {}, "episodes per evaluation"},
 
       {"server",
        "address",
@@ -307,6 +317,7 @@ std::string_view type_name(const Target& target) {
     std::string_view operator()(std::vector<int64_t>*) const { return "a list of integers"; }
     std::string_view operator()(bool*) const { return "true or false"; }
     std::string_view operator()(std::optional<int64_t>*) const { return "\"auto\" or an integer"; }
+    std::string_view operator()(std::optional<double>*) const { return "\"auto\" or a number"; }
     std::string_view operator()(ChoiceRef) const { return "a string"; }
   };
   return std::visit(Visitor{}, target);

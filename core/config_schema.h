@@ -38,10 +38,11 @@ std::vector<std::string_view> choices(E value) {
   return {names.begin(), names.end()};
 }
 
-// std::optional<int64_t>: an integer, or the word "auto" (empty), which the
-// code that reads the value resolves (actor.count: one per spare core).
+// std::optional<int64_t> and std::optional<double>: a number, or the word
+// "auto" (empty), which the code that reads the value resolves (actor.count:
+// one per spare core; run.target_return: the env's own).
 using Target = std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
-                            std::optional<int64_t>*, ChoiceRef>;
+                            std::optional<int64_t>*, std::optional<double>*, ChoiceRef>;
 
 struct Field {
   std::string_view section;

@@ -20,8 +20,22 @@ TEST(ConfigTest, DefaultsTrainCartPole) {
   EXPECT_EQ(c.env.name, "cartpole");
   EXPECT_EQ(c.loss.kind, LossConfig::Kind::kImpala);
   EXPECT_EQ(c.learner.batch_size, 2);
-  EXPECT_EQ(c.run.target_return, 475.0);
+  EXPECT_FALSE(c.run.target_return.has_value());  // "auto": the env's own, 475 for CartPole
+  EXPECT_EQ(c.run.eval_interval_s, 30.0);
+  EXPECT_EQ(c.run.eval_episodes, 10);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 64}));
+}
+
+TEST(ConfigTest, TargetReturnIsAutoOrANumber) {
+  EXPECT_EQ(load_config("", {"run.target_return=-250"}).run.target_return, -250.0);
+  EXPECT_EQ(load_config("", {"run.target_return=0"}).run.target_return, 0.0);
+  EXPECT_FALSE(load_config("", {"run.target_return=7", "run.target_return=auto"})
+                   .run.target_return.has_value());
+  const Config c = parse_config("[run]\ntarget_return = \"auto\"\n", "test.toml", {});
+  EXPECT_FALSE(c.run.target_return.has_value());
+  EXPECT_NE(to_toml(c).find("target_return = \"auto\""), std::string::npos) << to_toml(c);
+  expect_names(config_error_of("[run]\ntarget_return = \"high\"\n"),
+               {"run.target_return", "expected \"auto\" or a number"});
 }
 
 TEST(ConfigTest, FileValuesReplaceDefaults) {

@@ -26,6 +26,9 @@ struct EnvSpec {
   std::vector<float> action_low;  // continuous: [action_size]
   std::vector<float> action_high;
   int64_t max_episode_steps = 0;  // time limit in force; 0 = none
+  // The mean return that counts as solved (run.target_return = "auto");
+  // 0 = none declared (a plugin's).
+  double target_return = 0;
 
   int64_t obs_elements() const;  // product of obs_shape
   size_t obs_bytes() const;      // of one env's observation

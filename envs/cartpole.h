@@ -44,6 +44,7 @@ class CartPole final : public BatchEnv {
     spec.action_kind = ActionKind::kDiscrete;
     spec.action_size = 2;
     spec.max_episode_steps = max_episode_steps > 0 ? max_episode_steps : kMaxEpisodeSteps;
+    spec.target_return = 475;  // solved: Gym's CartPole-v1 threshold
     return spec;
   }
 

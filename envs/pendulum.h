@@ -36,6 +36,7 @@ class Pendulum final : public BatchEnv {
     spec.action_low = {static_cast<float>(-kMaxTorque)};
     spec.action_high = {static_cast<float>(kMaxTorque)};
     spec.max_episode_steps = max_episode_steps > 0 ? max_episode_steps : kMaxEpisodeSteps;
+    spec.target_return = -250.0;  // solved: configs/pendulum.toml's
     return spec;
   }
 

@@ -41,6 +41,7 @@ class Pong final : public BatchEnv {
     spec.action_kind = ActionKind::kDiscrete;
     spec.action_size = 3;
     spec.max_episode_steps = max_episode_steps > 0 ? max_episode_steps : kMaxEpisodeSteps;
+    spec.target_return = 1.0;  // solved: configs/pong.toml's
     return spec;
   }
 

@@ -238,10 +238,7 @@ std::string checkpoint_file_name(uint64_t env_steps) {
   return fmt::format("{}{:0{}}{}", kPrefix, env_steps, kNameDigits, kSuffix);
 }
 
-std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int keep) {
-  std::error_code ec;
-  fs::create_directories(folder, ec);
-  PRONGHORN_CHECK(!ec, "checkpoint folder ", folder, ": ", ec.message());
+void write_checkpoint_file(const std::string& path, const Checkpoint& c) {
   std::string payload;
   put_u64(payload, c.env_steps);
   put_u64(payload, c.learner_steps);
@@ -255,9 +252,15 @@ std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int 
   put_u64(file, payload.size());
   file += payload;
   put_u64(file, fnv1a(payload));
-
-  std::string path = folder + "/" + checkpoint_file_name(c.env_steps);
   write_file_atomically(path, file, 0600);
+}
+
+std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int keep) {
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  PRONGHORN_CHECK(!ec, "checkpoint folder ", folder, ": ", ec.message());
+  std::string path = folder + "/" + checkpoint_file_name(c.env_steps);
+  write_checkpoint_file(path, c);
   // Only regular files are ours to remove: a directory or a FIFO someone put
   // here is left alone, and counts for nothing.
   const NameKey written{true, c.env_steps};

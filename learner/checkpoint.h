@@ -42,6 +42,14 @@ inline constexpr uint64_t kMaxCounter = uint64_t{1} << 63;
 // "env-steps-00000000000001234560.ckpt": the name of a checkpoint at `env_steps`.
 std::string checkpoint_file_name(uint64_t env_steps);
 
+// The best policy's checkpoint in a run's checkpoints/ (learner/evaluator.h):
+// a checkpoint like the others, whose name the pruning below and a resume
+// never take for one of the last N.
+inline constexpr const char* kBestCheckpointName = "best.ckpt";
+
+// Writes `checkpoint` to `path` atomically (its folder must exist).
+void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint);
+
 // Writes `checkpoint` into `folder` (created if missing); returns its path.
 // Then removes the oldest regular checkpoint files beyond `keep`, never the
 // one just written and never one named newer than it (a resume that skipped

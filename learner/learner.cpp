@@ -101,7 +101,7 @@ void Learner::Loop::resume() {
                r.env_steps, r.learner_steps, r.policy_version);
 }
 
-std::string Learner::Loop::checkpoint() {
+Checkpoint Learner::Loop::snapshot() {
   Checkpoint ck;
   ck.env_steps = stats_.env_steps;
   ck.learner_steps = stats_.learner_steps;
@@ -111,8 +111,12 @@ std::string Learner::Loop::checkpoint() {
   ck.optimizer = trainer_.optimizer_state();
   at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
   ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
+  return ck;
+}
+
+std::string Learner::Loop::checkpoint() {
   stats_.last_checkpoint =
-      save_checkpoint(checkpoints_, ck, static_cast<int>(c_.run.keep_checkpoints));
+      save_checkpoint(checkpoints_, snapshot(), static_cast<int>(c_.run.keep_checkpoints));
   stats_.last_checkpoint_unix_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return stats_.last_checkpoint;
@@ -174,7 +178,7 @@ v1::Status Learner::Loop::status() const {
       .remote_nodes = remote_rows_,
       .remote_address = remote_ ? remote_->address() : "",
       .total_steps = static_cast<uint64_t>(c_.run.total_steps),
-      .target_return = c_.run.target_return,
+      .target_return = target_,
       .state = state_ == "running" && (stop_requested_ || stop_.load()) ? "stopping" : state_,
       .end_reason = end_reason_,
       .health = health_line_};
@@ -199,6 +203,38 @@ void Learner::Loop::learn(PreparedBatch& prepared) {
   times.learner_publish_s += seconds(Clock::now() - publish_start);
   stats_.add(prepared.batch, step, prepared.unrolls, static_cast<uint64_t>(T_ * K_ * B_));
   stats_.local_env_steps += static_cast<uint64_t>(T_ * K_ * B_);
+}
+
+// Rank 0: takes a finished evaluation, and starts one every
+// run.eval_interval_s, or at once while the training mean is at the target
+// (which only an evaluation can confirm: solved is both at the target). The evaluator copies the
+// state and runs on its own thread: training goes on meanwhile.
+void Learner::Loop::evaluate(Clock::time_point now) {
+  if (!evaluator_) return;
+  const bool at_target = training_at_target();
+  if (std::optional<EvalReport> done = evaluator_->take()) {
+    const Evaluation& e = done->result;
+    stats_.eval_return_mean = e.mean;
+    stats_.eval_return_std = e.std;
+    stats_.eval_episodes = e.returns.size();
+    stats_.eval_env_steps = done->env_steps;
+    if (done->new_best) {
+      spdlog::info(
+          "evaluation at {} env steps: return {:.2f} ± {:.2f} over {} episodes, the best "
+          "so far: {}/{}",
+          done->env_steps, e.mean, e.std, e.returns.size(), checkpoints_, kBestCheckpointName);
+    }
+    if (!done->best_error.empty()) {
+      spdlog::error("best checkpoint not written: {}; training goes on", done->best_error);
+    }
+    // Solved: the evaluation reached the target, and so does the training
+    // mean still (a run's figures then agree on it).
+    eval_reached_target_ = at_target && e.mean >= target_;  // the newest evaluation decides
+  }
+  const bool due = c_.run.eval_interval_s > 0 && now >= next_eval_;
+  if ((at_target || due) && !evaluator_->busy() && evaluator_->start(snapshot())) {
+    next_eval_ = now + as_duration(c_.run.eval_interval_s);
+  }
 }
 
 // A metrics.jsonl line, the curves and the progress line.
@@ -228,6 +264,8 @@ TrainResult Learner::Loop::run() {
   last_report_ = last_status;
   steps_at_report_ = stats_.env_steps;  // after any resume
   learner_steps_at_report_ = stats_.learner_steps;
+  if (rank_ == 0) evaluator_.emplace(c_, spec_, checkpoints_);
+  next_eval_ = last_status + as_duration(c_.run.eval_interval_s);
   bool reached_target = false, finished = false;  // finished: target or step budget reached
   // Several learners wait for a batch only so long, then step with none.
   const auto batch_wait =
@@ -247,6 +285,7 @@ TrainResult Learner::Loop::run() {
     // once: waiting again would hold every rank back by batch_wait_ms.
     std::optional<PreparedBatch> prepared = prefetcher_->next(enter_at_once_ ? 0ms : batch_wait);
     stats_.stage_time.learner_wait_s += seconds(Clock::now() - wait_start);
+    evaluate(Clock::now());
     if (parallel_) {
       // Every rank leaves at the same step: a stop anywhere is a vote.
       const bool had_batch = prepared.has_value();
@@ -263,8 +302,10 @@ TrainResult Learner::Loop::run() {
     } else {
       if (!prepared) continue;
       learn(*prepared);
-      reached_target = c_.run.target_return != 0 && stats_.has_full_window() &&
-                       stats_.return_mean() >= c_.run.target_return;
+      // The step may have moved the training mean off the target: then the
+      // next evaluation decides again.
+      eval_reached_target_ = eval_reached_target_ && training_at_target();
+      reached_target = eval_reached_target_;
     }
     now = Clock::now();
     finished = reached_target || stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps);
@@ -306,8 +347,9 @@ TrainResult Learner::Loop::run() {
     final_checkpoint = checkpoint();
     spdlog::info("checkpoint {}", final_checkpoint);
   }
-  publish_status();  // with the final checkpoint: the last status a stream sends
-  board_.close();    // refuse new requests; end status streams
+  evaluator_.reset();  // an evaluation under way is cancelled
+  publish_status();    // with the final checkpoint: the last status a stream sends
+  board_.close();      // refuse new requests; end status streams
   ControlReply stopped;
   stopped.checkpoint_path = final_checkpoint;
   for (auto& reply : stop_replies_) reply(stopped);
@@ -318,11 +360,16 @@ TrainResult Learner::Loop::run() {
     spdlog::info("rank {}: parameter checksum {:016x} after {} learner steps, policy version {}",
                  rank_, parallel_->parameter_checksum(), stats_.learner_steps, version_);
   }
-  return {.env_steps = stats_.env_steps,
-          .learner_steps = stats_.learner_steps,
-          .seconds = elapsed(),
-          .return_mean = parallel_ && reached_target ? cluster_return_ : stats_.return_mean(),
-          .reached_target = reached_target};
+  return {
+      .env_steps = stats_.env_steps,
+      .learner_steps = stats_.learner_steps,
+      .seconds = elapsed(),
+      .return_mean = stats_.return_mean(),
+      .eval_return_mean = parallel_ && reached_target ? cluster_return_ : stats_.eval_return_mean,
+      .eval_episodes = parallel_ && reached_target
+                           ? static_cast<uint64_t>(c_.run.eval_episodes)  // rank 0's
+                           : stats_.eval_episodes,
+      .reached_target = reached_target};
 }
 
 // A clean end tells the nodes the job is over (they exit 0); each node's

@@ -3,9 +3,10 @@
 // loss → backward → clip → optimizer → publish weights to the slab → release.
 // Learner::run() does it with the supervisor of this node's actors, reports
 // metrics, checkpoints every run.checkpoint_interval_s and at a clean stop,
-// and stops at run.total_steps or run.target_return. It is steered through a
-// ControlBoard, which the control plane (control/) serves; the learner itself
-// knows no network.
+// evaluates the greedy policy on its own thread (learner/evaluator.h), and
+// stops at run.total_steps or when an evaluation reaches run.target_return.
+// It is steered through a ControlBoard, which the control plane (control/)
+// serves; the learner itself knows no network.
 #pragma once
 
 #include <atomic>
@@ -45,7 +46,11 @@ struct TrainResult {
   uint64_t env_steps = 0;  // trained on (since the run began, across resumes)
   uint64_t learner_steps = 0;
   double seconds = 0;
-  double return_mean = 0;  // over the last 100 episodes
+  double return_mean = 0;  // over the last 100 training episodes
+  // The last evaluation (NaN and 0 without one); reached_target: its mean
+  // reached run.target_return.
+  double eval_return_mean = 0;
+  uint64_t eval_episodes = 0;
   bool reached_target = false;
 };
 

@@ -46,8 +46,8 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
     step = trainer_.backward(prepared->batch);
     samples = static_cast<uint64_t>(T_ * K_ * B_);
   }
-  const bool target_here = c_.run.target_return != 0 && stats_.has_full_window() &&
-                           stats_.return_mean() >= c_.run.target_return;
+  // Rank 0 evaluates: its evaluation reaching the target stops every rank.
+  const bool target_here = eval_reached_target_ && training_at_target();
   const auto reduce_start = Clock::now();
   RankRow row{.sps = stats_.local_sps,
               .allreduce_s = stats_.last_allreduce_s,
@@ -62,7 +62,7 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
                          .stop = stop_.load() || stop_requested_,
                          .stop_now = stop_requested_ && !checkpoint_at_stop_,
                          .target = target_here,
-                         .target_return = target_here ? stats_.return_mean() : 0.0,
+                         .target_return = target_here ? stats_.eval_return_mean : 0.0,
                          .row = row});
   if (rank_ == 0) rank_rows_ = make_rank_rows(cluster.rows, o_.rank_nodes, o_.rank_hosts);
   stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);

@@ -17,6 +17,7 @@
 #include "learner/batch_prefetcher.h"
 #include "learner/control_board.h"
 #include "learner/data_parallel.h"
+#include "learner/evaluator.h"
 #include "learner/job_health.h"
 #include "learner/learner.h"
 #include "learner/reporting.h"
@@ -55,13 +56,18 @@ class Learner::Loop {
   void resume();
   void share_initial_state();
   ClusterStep learn_together(std::optional<PreparedBatch>& prepared);
+  Checkpoint snapshot();
   std::string checkpoint();
+  void evaluate(Clock::time_point now);
   void handle(ControlBoard::Pending& pending);
   v1::Status status() const;
   void publish_status() { board_.publish(status()); }
   void learn(PreparedBatch& prepared);
   void report(Clock::time_point now);
   double elapsed() const { return loop_time::seconds(Clock::now() - start_); }
+  bool training_at_target() const {  // the mean of the last 100 training episodes
+    return target_ != 0 && stats_.has_full_window() && stats_.return_mean() >= target_;
+  }
 
   const TrainOptions o_;  // a copy: the caller's may be a temporary
   const Config& c_;
@@ -100,6 +106,11 @@ class Learner::Loop {
   JobHealth health_;
   std::string health_line_;                     // as of the last report
   std::string state_ = "running", end_reason_;  // Status.state, .end_reason
+  // run.target_return resolved ("auto": the env's own); 0 = off.
+  const double target_ = c_.run.target_return.value_or(spec_.target_return);
+  std::optional<Evaluator> evaluator_;  // rank 0's, from run()
+  Clock::time_point next_eval_;
+  bool eval_reached_target_ = false;  // an evaluation's mean and the training mean reached target_
 };
 
 }  // namespace pronghorn::learner

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <string>
 
 #include "learner/batch.h"
@@ -40,6 +41,12 @@ struct RunStats {
   std::string last_checkpoint;
   double last_checkpoint_unix_s = 0;
   StageTimes stage_time;
+  // The last evaluation (learner/evaluator.h): NaN returns and 0 episodes
+  // until there is one; eval_env_steps is the run's env_steps when the
+  // evaluated weights were taken.
+  double eval_return_mean = std::numeric_limits<double>::quiet_NaN();
+  double eval_return_std = std::numeric_limits<double>::quiet_NaN();
+  uint64_t eval_episodes = 0, eval_env_steps = 0;
 
   // One learner step on `b` (`taken_unrolls` unrolls, `steps` env steps).
   void add(const Batch& b, const StepStats& step, size_t taken_unrolls, uint64_t steps);

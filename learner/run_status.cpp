@@ -78,6 +78,10 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   s.set_state(live.state);
   s.set_end_reason(live.end_reason);
   s.set_health(live.health);
+  s.set_eval_return_mean(stats.eval_return_mean);
+  s.set_eval_return_std(stats.eval_return_std);
+  s.set_eval_episodes(static_cast<uint32_t>(stats.eval_episodes));
+  s.set_eval_env_steps(stats.eval_env_steps);
   return s;
 }
 

@@ -73,7 +73,11 @@ void append_scalars(std::vector<Scalar>& out, const Message& m, const std::strin
         out.push_back({tag, static_cast<double>(reflection->GetInt32(m, f))});
         break;
       case FieldDescriptor::CPPTYPE_DOUBLE:
-        out.push_back({tag, reflection->GetDouble(m, f)});
+        // NaN is "none yet" (eval_return_mean before the first evaluation,
+        // null in metrics.jsonl): no point, rather than a NaN on the curve.
+        if (std::isfinite(reflection->GetDouble(m, f))) {
+          out.push_back({tag, reflection->GetDouble(m, f)});
+        }
         break;
       case FieldDescriptor::CPPTYPE_FLOAT:
         out.push_back({tag, reflection->GetFloat(m, f)});

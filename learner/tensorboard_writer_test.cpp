@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -238,6 +239,7 @@ TEST(StatusScalarsTest, TagsAreTheMetricsJsonlKeysWithSlashes) {
   s.mutable_stage_time()->set_learner_wait_s(1.5);
   s.add_ranks()->set_sps(10);
   s.add_ranks()->set_sps(20);
+  s.set_eval_return_mean(std::nan(""));
   std::map<std::string, double> by_tag;
   for (const Scalar& x : status_scalars(s)) {
     EXPECT_TRUE(by_tag.emplace(x.tag, x.value).second) << "duplicate " << x.tag;
@@ -250,6 +252,8 @@ TEST(StatusScalarsTest, TagsAreTheMetricsJsonlKeysWithSlashes) {
   EXPECT_EQ(by_tag.at("ranks/1/sps"), 20);
   EXPECT_EQ(by_tag.count("run_name"), 0u);  // strings and booleans are no curves
   EXPECT_EQ(by_tag.count("stopping"), 0u);
+  EXPECT_EQ(by_tag.count("eval_return_mean"), 0u) << "NaN before the first evaluation: no point";
+  EXPECT_EQ(by_tag.at("eval_episodes"), 0);
   // Every tag outside the repeated rows names a key of the metrics.jsonl line.
   const std::string json = status_json(s);
   for (const auto& [tag, value] : by_tag) {

@@ -1,111 +1,133 @@
-// `pronghorn eval --checkpoint PATH --episodes N`: runs the checkpoint's
-// policy (from its run's config.toml) for N episodes and prints return
-// statistics. Sampled actions by default, the most likely with --greedy.
-// Each env contributes only its first episode: taking whichever episodes of
-// K parallel envs end first would favour the short ones.
+// `pronghorn eval RUN_DIR|CHECKPOINT`: runs a checkpoint's policy (with its
+// run's config.toml) for N episodes and prints return statistics, as text or
+// one JSON object (--json). A run directory stands for its best.ckpt (the
+// best evaluation of the run), else its newest valid checkpoint. Greedy
+// actions by default (the most likely action, the Gaussian's mean: SB3's
+// evaluate_policy default), sampled with --sample. The episodes and the seed
+// default to the run's own evaluation's, whose numbers this reproduces
+// (learner/evaluation.h: the same function).
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "envs/env.h"
 #include "learner/checkpoint.h"
+#include "learner/evaluation.h"
 #include "model/policy.h"
-#include "model/sampling.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 struct EvalArgs {
-  std::string checkpoint;
-  int64_t episodes = 100;
-  bool greedy = false;
-  uint64_t seed = 12345;
+  std::string path;        // a run directory or a .ckpt file
+  std::string checkpoint;  // --checkpoint, the earlier spelling of a .ckpt path
+  std::optional<int64_t> episodes;
+  bool greedy = false;  // accepted for older scripts: greedy is the default
+  bool sample = false;
+  bool json = false;
+  std::optional<uint64_t> seed;
 };
 
-void run_eval(const EvalArgs& args) {
-  namespace fs = std::filesystem;
-  learner::Checkpoint ckpt = learner::load_checkpoint(args.checkpoint);
-  const fs::path run_dir = fs::path(args.checkpoint).parent_path().parent_path();
-  Config config = load_config((run_dir / "config.toml").string(), {});
-  config.env.num_envs = std::min<int64_t>(args.episodes, 32);
-  auto env = envs::make_env(config.env, args.seed);
-  const EnvSpec& spec = env->spec();
-  PolicyNet model(model_spec_for(spec, config.model));
-  PRONGHORN_CHECK(static_cast<int64_t>(ckpt.parameters.size()) == model->parameter_count(),
-                  "checkpoint ", args.checkpoint, ": ", ckpt.parameters.size(),
-                  " parameters, the model of ", (run_dir / "config.toml").string(), " has ",
-                  model->parameter_count());
-  model->read_flat(ckpt.parameters.data());
-  torch::manual_seed(args.seed);
-  torch::InferenceMode inference;
-
-  const int64_t k = env->num_envs();
-  std::vector<uint8_t> obs(spec.obs_bytes() * k);
-  std::vector<float> rewards(k), continuous_actions(k * spec.action_size);
-  std::vector<uint8_t> terminated(k), truncated(k);
-  std::vector<int32_t> discrete_actions(k);
-  std::vector<double> running(k, 0.0), returns;
-  std::vector<uint8_t> counted(k, 0);  // this env's first episode is already in `returns`
-  int64_t counted_this_round = 0;
-  env->reset(obs.data());
-  while (static_cast<int64_t>(returns.size()) < args.episodes) {
-    const PolicyOutput out = model->forward(observation_tensor(obs.data(), spec, k));
-    const bool discrete = spec.action_kind == ActionKind::kDiscrete;
-    sample_actions(out, spec, args.greedy,
-                   {.discrete = discrete ? discrete_actions.data() : nullptr,
-                    .clipped = discrete ? nullptr : continuous_actions.data()});
-    const void* actions =
-        discrete ? static_cast<const void*>(discrete_actions.data()) : continuous_actions.data();
-    env->step(actions, {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
-    for (int64_t i = 0; i < k; ++i) {
-      running[i] += rewards[i];
-      if ((terminated[i] || truncated[i]) && !counted[i]) {
-        returns.push_back(running[i]);
-        counted[i] = 1;
-        ++counted_this_round;
-      }
-    }
-    if (counted_this_round == k) {  // every env gave one episode: a fresh round of first episodes
-      std::fill(counted.begin(), counted.end(), 0);
-      std::fill(running.begin(), running.end(), 0.0);
-      counted_this_round = 0;
-      env->reset(obs.data());
+// The JSON string of `text` (quotes, backslashes and control characters escaped).
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
     }
   }
-  returns.resize(args.episodes);
-  const double mean = std::accumulate(returns.begin(), returns.end(), 0.0) / returns.size();
-  double var = 0;
-  for (double r : returns) var += (r - mean) * (r - mean);
+  return out + "\"";
+}
+
+// The checkpoint file `path` names: itself, or a run directory's best, else newest.
+std::string checkpoint_of(const std::string& path) {
+  if (!fs::is_directory(path)) return path;
+  const std::string folder = (fs::path(path) / "checkpoints").string();
+  const std::string best = folder + "/" + learner::kBestCheckpointName;
+  std::string why;
+  if (fs::is_regular_file(best) && learner::read_checkpoint(best, &why)) return best;
+  std::string newest;
+  if (!learner::load_newest_checkpoint(folder, &newest)) {
+    throw UsageError(
+        fmt::format("{}: no valid checkpoint in {} (a run directory holds them in "
+                    "checkpoints/)",
+                    path, folder));
+  }
+  return newest;
+}
+
+void run_eval(const EvalArgs& args) {
+  if (args.path.empty() == args.checkpoint.empty()) {
+    throw UsageError("eval: name one run directory or checkpoint (RUN_DIR, or --checkpoint FILE)");
+  }
+  if (args.greedy && args.sample)
+    throw UsageError("eval: --greedy and --sample exclude each other");
+  const std::string file = checkpoint_of(args.path.empty() ? args.checkpoint : args.path);
+  learner::Checkpoint ckpt = learner::load_checkpoint(file);
+  const fs::path run_dir = fs::path(file).parent_path().parent_path();
+  const std::string config_path = (run_dir / "config.toml").string();
+  const Config config = load_config(config_path, {});
+  EnvConfig one_env = config.env;  // for the spec alone
+  one_env.num_envs = 1;
+  const EnvSpec spec = envs::make_env(one_env, 0)->spec();
+  PolicyNet model(model_spec_for(spec, config.model));
+  PRONGHORN_CHECK(static_cast<int64_t>(ckpt.parameters.size()) == model->parameter_count(),
+                  "checkpoint ", file, ": ", ckpt.parameters.size(), " parameters, the model of ",
+                  config_path, " has ", model->parameter_count());
+  model->read_flat(ckpt.parameters.data());
+  const uint64_t seed =
+      args.seed.value_or(learner::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
+  const int64_t episodes = args.episodes.value_or(config.run.eval_episodes);
+  torch::manual_seed(seed);
+  const learner::Evaluation e =
+      learner::evaluate_policy(model, config.env, episodes, !args.sample, seed);
+  const char* policy = args.sample ? "sampled" : "greedy";
+  if (args.json) {
+    std::cout << fmt::format(
+        "{{\"checkpoint\": {}, \"env\": {}, \"policy\": \"{}\", \"seed\": {}, \"episodes\": {}, "
+        "\"return_mean\": {}, \"return_std\": {}, \"return_min\": {}, \"return_max\": {}, "
+        "\"checkpoint_env_steps\": {}, \"steps_taken\": {}}}\n",
+        json_string(file), json_string(spec.name), policy, seed, e.returns.size(), e.mean, e.std,
+        e.min, e.max, ckpt.env_steps, e.env_steps);
+    return;
+  }
   std::cout << fmt::format(
       "eval {} ({} policy, env {}, {} episodes): return mean {:.2f}, std {:.2f}, min {:.2f}, "
       "max {:.2f}\n",
-      args.checkpoint, args.greedy ? "greedy" : "sampled", spec.name, returns.size(), mean,
-      std::sqrt(var / returns.size()), *std::min_element(returns.begin(), returns.end()),
-      *std::max_element(returns.begin(), returns.end()));
+      file, policy, spec.name, e.returns.size(), e.mean, e.std, e.min, e.max);
 }
 
 }  // namespace
 
 Command add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  CLI::App* command =
-      app.add_subcommand("eval", "Return statistics of a checkpoint's policy over N episodes");
-  command->add_option("--checkpoint", args->checkpoint, "a .ckpt file in a run's checkpoints/")
-      ->required();
-  command->add_option("--episodes", args->episodes, "episodes to run")
-      ->capture_default_str()
+  CLI::App* command = app.add_subcommand(
+      "eval", "Return statistics of a run's (best, else newest) or a checkpoint's policy");
+  command->add_option("path", args->path,
+                      "a run directory (its checkpoints/best.ckpt, else its newest checkpoint) or "
+                      "a .ckpt file");
+  command->add_option("--checkpoint", args->checkpoint, "a .ckpt file in a run's checkpoints/");
+  command->add_option("--episodes", args->episodes, "episodes to run (default: run.eval_episodes)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  command->add_flag("--greedy", args->greedy, "take the most likely action instead of sampling");
-  command->add_option("--seed", args->seed, "seed of the envs and the sampling")
-      ->capture_default_str();
+  command->add_flag("--greedy", args->greedy,
+                    "the most likely action, the Gaussian's mean (default)");
+  command->add_flag("--sample", args->sample, "sample actions from the policy instead");
+  command->add_flag("--json", args->json, "print one JSON object");
+  command->add_option("--seed", args->seed,
+                      "seed of the envs and the sampling (default: the run's evaluation seed)");
   return {command, [args] { run_eval(*args); }};
 }
 

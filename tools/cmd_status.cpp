@@ -74,7 +74,8 @@ std::string table(const v1::Status& s) {
   row("uptime", fmt::format("{:.1f} s", s.uptime_s()));
   row("progress", progress_text(s));
   row("target", s.target_return() != 0
-                    ? fmt::format("mean return {:g} over the last 100 episodes", s.target_return())
+                    ? fmt::format("mean return {:g} on evaluation and over the last 100 episodes",
+                                  s.target_return())
                     : std::string("none (run.target_return = 0)"));
   row("env steps", fmt::format("{}  ({:.0f} steps/s)", s.env_steps(), s.sps()));
   row("learner steps", fmt::format("{}  ({:.1f} steps/s, policy version {})", s.learner_steps(),
@@ -85,6 +86,12 @@ std::string table(const v1::Status& s) {
                     : fmt::format("mean {:.2f}  min {:.2f}  max {:.2f}  (last {}, "
                                   "{:.1f} steps long on average)",
                                   r.mean(), r.min(), r.max(), r.count(), s.episode_length_mean()));
+  row("evaluation", s.eval_episodes() == 0
+                        ? std::string("none yet")
+                        : fmt::format("mean {:.2f}  std {:.2f}  ({} greedy episodes, policy at {} "
+                                      "env steps)",
+                                      s.eval_return_mean(), s.eval_return_std(), s.eval_episodes(),
+                                      s.eval_env_steps()));
   row("loss", fmt::format("total {:.4f}  policy {:.4f}  value {:.4f}  entropy {:.4f}", l.total(),
                           l.policy(), l.value(), l.entropy()));
   row("grad norm", fmt::format("{:.4f}", s.grad_norm()));

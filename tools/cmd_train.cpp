@@ -113,11 +113,12 @@ Config saved_config(Config config) {
   return config;
 }
 
-// How a finished run is evaluated: its newest checkpoint, as `pronghorn eval` takes it.
+// How a finished run is evaluated: `pronghorn eval` takes its directory
+// (best.ckpt, else the newest checkpoint). None when it kept no checkpoint.
 std::string eval_hint(const std::string& dir) {
-  const std::vector<std::string> newest = learner::checkpoint_candidates(dir + "/checkpoints");
-  if (newest.empty()) return "";
-  return "evaluate it: pronghorn eval --checkpoint " + newest.front();
+  const bool best = std::filesystem::exists(dir + "/checkpoints/best.ckpt");
+  if (!best && learner::checkpoint_candidates(dir + "/checkpoints").empty()) return "";
+  return "evaluate it: pronghorn eval " + dir;
 }
 
 struct JobEnd {
@@ -160,6 +161,8 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
   // What `pronghorn config` refuses, refused before a run directory exists;
   // the env probed once here serves the learner.
   const EnvSpec env = learner::check_job_config(config);
+  // "auto": the env's own target (none for a plugin), recorded in config.toml.
+  config.run.target_return = config.run.target_return.value_or(env.target_return);
   if (args.print_config) {
     std::cout << to_toml(config);
     return {};
@@ -252,10 +255,13 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
     throw;
   }
   if (r.reached_target) {
-    return {fmt::format("solved: mean return {:.1f} ≥ {} over the last 100 episodes after {:.1f} "
-                        "s and {} env steps; run directory {}",
-                        r.return_mean, config.run.target_return, r.seconds, r.env_steps, dir),
-            dir};
+    return {
+        fmt::format(
+            "solved: mean return {:.1f} ≥ {} on evaluation ({} greedy episodes; training {:.1f} "
+            "over the last 100) after {:.1f} s and {} env steps; run directory {}",
+            r.eval_return_mean, *config.run.target_return, r.eval_episodes, r.return_mean,
+            r.seconds, r.env_steps, dir),
+        dir};
   }
   return {
       fmt::format("stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}",

@@ -1,0 +1,42 @@
+// Evaluation of a policy (docs/architecture.md §4): N episodes on envs of
+// its own, never the actors', with the greedy policy (the most likely action,
+// or the Gaussian's mean) or sampled actions. One function for the learner's
+// periodic evaluation (learner/evaluator.h) and `pronghorn eval`, so the two
+// give the same numbers for the same weights and seed.
+//
+// Episodes: K = min(N, 32) envs step as one batch, and each env contributes
+// only its first episode of a round (taking whichever episodes of K envs end
+// first would favour the short ones); a round ends when each has given one,
+// and the envs are reset for the next. Same weights, config and seed: same
+// returns (greedy), whatever the thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "core/config.h"
+#include "model/policy.h"
+
+namespace pronghorn::learner {
+
+struct Evaluation {
+  std::vector<double> returns;                 // one per episode, in the order they ended
+  double mean = 0, std = 0, min = 0, max = 0;  // of returns (std: population)
+  uint64_t env_steps = 0;                      // stepped, all K envs counted
+  bool cancelled = false;                      // `cancel` was set: returns are partial
+};
+
+// The envs' seed for run.seed: the same at every evaluation of a run (so
+// evaluations differ only by their weights), and apart from every actor's
+// env seeds (actor/actor.cpp: seed * 100003 + 7 * stream + 1).
+inline uint64_t evaluation_seed(uint64_t run_seed) { return run_seed * 100003 + 5; }
+
+// Runs `model` (on the CPU) for `episodes` episodes of the env `env_config`
+// names, seeded with `seed`. Sampling draws from LibTorch's default
+// generator (the caller seeds it). Stops early, with `cancelled`, once
+// `cancel` (optional) is set. Throws the env's Error.
+Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_t episodes,
+                           bool greedy, uint64_t seed, const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace pronghorn::learner
