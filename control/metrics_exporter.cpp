@@ -86,6 +86,23 @@ class StatusCollector final : public prometheus::Collectable {
             "Env steps trained on when the evaluated weights were taken.",
             static_cast<double>(s.eval_env_steps()));
     }
+    // The job's state as one sample whose label names it (the Prometheus
+    // way to export an enum), and whether status has a health line.
+    if (!s.state().empty()) {
+      add("pronghorn_state", "The job's state (running, stopping, finished) as a label; always 1.",
+          MetricType::Gauge, {sample(1, {{"state", s.state()}})});
+    }
+    gauge("pronghorn_unhealthy",
+          "1 while `pronghorn status` shows a health line (actors keep dying, env steps stopped).",
+          s.health().empty() ? 0 : 1);
+    gauge("pronghorn_total_steps", "Env steps after which the run stops (run.total_steps).",
+          static_cast<double>(s.total_steps()));
+    if (s.target_return() != 0) {
+      gauge("pronghorn_target_return", "The return that ends the run solved (run.target_return).",
+            s.target_return());
+    }
+    gauge("pronghorn_learning_rate", "The optimizer's learning rate, last learner step.",
+          s.learning_rate());
     add("pronghorn_loss", "Loss terms of the last learner step.", MetricType::Gauge,
         {sample(s.loss().total(), {{"term", "total"}}),
          sample(s.loss().policy(), {{"term", "policy"}}),

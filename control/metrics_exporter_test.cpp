@@ -199,6 +199,26 @@ TEST_F(MetricsExporterTest, EvaluationAppearsOnceThereIsOne) {
   EXPECT_NE(metrics.body.find("\npronghorn_eval_env_steps 40960\n"), std::string::npos);
 }
 
+TEST_F(MetricsExporterTest, StateHealthProgressAndLearningRateAreExported) {
+  MetricsExporter exporter(kLoopback, 0, board_);
+  const std::string before = http_get(exporter.port(), "/metrics").body;
+  EXPECT_NE(before.find("\npronghorn_unhealthy 0\n"), std::string::npos) << before;
+  EXPECT_EQ(before.find("pronghorn_target_return"), std::string::npos) << "no target: none shown";
+  v1::Status s = board_.status();
+  s.set_state("stopping");
+  s.set_health("actors keep dying: 7 restarts in the last minute");
+  s.set_total_steps(20000000);
+  s.set_target_return(475);
+  s.set_learning_rate(0.00075);
+  board_.publish(s);
+  const std::string body = http_get(exporter.port(), "/metrics").body;
+  EXPECT_NE(body.find("\npronghorn_state{state=\"stopping\"} 1\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("\npronghorn_unhealthy 1\n"), std::string::npos);
+  EXPECT_NE(body.find("\npronghorn_total_steps 20000000\n"), std::string::npos);
+  EXPECT_NE(body.find("\npronghorn_target_return 475\n"), std::string::npos);
+  EXPECT_NE(body.find("\npronghorn_learning_rate 0.00075\n"), std::string::npos);
+}
+
 TEST_F(MetricsExporterTest, SeveralLearnersLabelTheirRankAndRankZeroEveryRanksRow) {
   v1::Status s = board_.status();
   s.set_rank(0);
