@@ -158,7 +158,7 @@ std::vector<Field> fields(Config& c) {
        kInf,
        {},
        "stop once an evaluation's mean return reaches it (checked when the training mean does); "
-       "\"auto\" = the env's own target, none for a plugin; 0 = off"},
+       "\"auto\" = the env's own target (a plugin's if it declares one); 0 = off"},
       {"run",
        "checkpoint_interval_s",
        &c.run.checkpoint_interval_s,

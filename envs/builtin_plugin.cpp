@@ -110,3 +110,11 @@ extern "C" __attribute__((visibility("default"))) const pronghorn_env_plugin*
 pronghorn_env_plugin_entry(void) {
   return &exported().table;
 }
+
+extern "C" __attribute__((visibility("default"))) int pronghorn_env_plugin_target(
+    int32_t spec_index, double* target) {
+  const auto& specs = exported().specs;
+  if (spec_index < 0 || spec_index >= static_cast<int32_t>(specs.size())) return 0;
+  *target = specs[spec_index].target_return;
+  return *target != 0 ? 1 : 0;
+}

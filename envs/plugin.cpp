@@ -262,9 +262,18 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
     fail(fmt::format("num_specs = {}: expected 1 to {} specs", table->num_specs,
                      PRONGHORN_ENV_MAX_SPECS));
   }
+  auto target_of = reinterpret_cast<pronghorn_env_plugin_target_fn>(
+      dlsym(handle, PRONGHORN_ENV_TARGET));  // optional
   std::set<std::string> names;
   for (int i = 0; i < table->num_specs; ++i) {
     library->specs_.push_back(import_spec(table->specs[i], i, table->num_specs, path));
+    if (double target = 0; target_of != nullptr && target_of(i, &target) != 0) {
+      if (!std::isfinite(target)) {
+        fail(fmt::format("{}({}) declared a target of {}: expected a finite return",
+                         PRONGHORN_ENV_TARGET, i, target));
+      }
+      library->specs_.back().target_return = target;
+    }
     if (!names.insert(library->specs_.back().name).second) {
       fail(fmt::format("two envs are called \"{}\"", library->specs_.back().name));
     }

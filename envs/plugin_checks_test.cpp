@@ -177,6 +177,7 @@ TEST(ProbeReportTest, SpecsRoundTripThroughTheirLine) {
   odd.action_low = {-0.1f, 1e-7f};
   odd.action_high = {0.3f, 3.4e38f};
   odd.max_episode_steps = 12345;
+  odd.target_return = -246.125;
   specs.push_back(odd);
   for (const EnvSpec& spec : specs) {
     const EnvSpec back = decode_spec(encode_spec(spec));
@@ -185,6 +186,7 @@ TEST(ProbeReportTest, SpecsRoundTripThroughTheirLine) {
     EXPECT_EQ(back.obs_shape, spec.obs_shape);
     EXPECT_EQ(back.action_low, spec.action_low);
     EXPECT_EQ(back.action_high, spec.action_high);
+    EXPECT_EQ(back.target_return, spec.target_return);
   }
   EXPECT_CONTAINS(error_of([] { decode_spec("spec 0 1"); }), "malformed spec line");
 }

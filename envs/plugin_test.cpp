@@ -53,6 +53,7 @@ TEST(PluginTest, BuiltinLibraryDrivesEveryBuiltinEnvIdentically) {
     auto through_abi = library->make_env(spec.name, 16, 9, 0);
     auto direct = make_builtin_env(spec.name, 16, 9, 0);
     EXPECT_EQ(through_abi->spec().describe(), direct->spec().describe());
+    EXPECT_EQ(through_abi->spec().target_return, direct->spec().target_return);
     expect_same_trajectories(*through_abi, *direct, 600);
   }
 }
@@ -64,6 +65,7 @@ TEST(PluginTest, ExampleCorridorPluginRunsFromConfig) {
   auto env = make_env(config, 1);
   EXPECT_EQ(env->spec().name, "corridor");
   EXPECT_EQ(env->spec().describe(), "obs float32[2], 2 discrete actions, time limit 50");
+  EXPECT_EQ(env->spec().target_return, 0.95) << "declared by pronghorn_env_plugin_target";
   Buffers buf(env->spec(), 4);
   env->reset(buf.obs.data());
   std::vector<int32_t> right(4, 1);
@@ -115,6 +117,16 @@ TEST(PluginTest, InconsistentSpec) {
   std::string message = error_of([] { PluginLibrary::open(PLUGIN_BAD_SPEC); });
   expect_contains(message, PLUGIN_BAD_SPEC);
   expect_contains(message, "spec 0: obs_rank = 0: expected 1 to 4");
+}
+
+TEST(PluginTest, ATargetThatIsNotFiniteIsRefused) {
+  std::string message = error_of([] { PluginLibrary::open(PLUGIN_NAN_TARGET); });
+  expect_contains(message, PLUGIN_NAN_TARGET);
+  expect_contains(message, "pronghorn_env_plugin_target(0) declared a target of nan");
+}
+
+TEST(PluginTest, APluginWithoutATargetDeclaresNone) {
+  EXPECT_EQ(PluginLibrary::open(PLUGIN_FAILING)->specs().front().target_return, 0);
 }
 
 TEST(PluginTest, MissingFunction) {

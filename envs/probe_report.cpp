@@ -15,7 +15,7 @@ std::string encode_spec(const EnvSpec& spec) {
                                  static_cast<int>(spec.action_kind), spec.action_size);
   for (float low : spec.action_low) line += fmt::format(" {}", low);
   for (float high : spec.action_high) line += fmt::format(" {}", high);
-  return line + fmt::format(" {} {}", spec.max_episode_steps, spec.name);
+  return line + fmt::format(" {} {} {}", spec.max_episode_steps, spec.target_return, spec.name);
 }
 
 EnvSpec decode_spec(std::string_view line) {
@@ -43,7 +43,7 @@ EnvSpec decode_spec(std::string_view line) {
       }
     }
   }
-  if (!(in >> spec.max_episode_steps) || in.get() != ' ') fail();
+  if (!(in >> spec.max_episode_steps >> spec.target_return) || in.get() != ' ') fail();
   std::getline(in, spec.name);
   if (spec.name.empty()) fail();
   return spec;

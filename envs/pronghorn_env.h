@@ -101,6 +101,16 @@ typedef struct pronghorn_env_plugin {
 } pronghorn_env_plugin;
 
 typedef const pronghorn_env_plugin* (*pronghorn_env_plugin_entry_fn)(void);
+/* Optional, beside the entry point: the mean return that counts as solved for
+ * specs[spec_index], which run.target_return = "auto" then stops at:
+ *
+ *     int pronghorn_env_plugin_target(int32_t spec_index, double* target);
+ *
+ * returns 1 after writing a finite *target, 0 where that env declares none. A
+ * plugin without the symbol declares none (its runs stop at run.total_steps
+ * unless run.target_return is set). Same ABI version: older plugins load. */
+#define PRONGHORN_ENV_TARGET "pronghorn_env_plugin_target"
+typedef int (*pronghorn_env_plugin_target_fn)(int32_t spec_index, double* target);
 
 #ifdef __cplusplus
 }

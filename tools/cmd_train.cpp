@@ -161,7 +161,8 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
   // What `pronghorn config` refuses, refused before a run directory exists;
   // the env probed once here serves the learner.
   const EnvSpec env = learner::check_job_config(config);
-  // "auto": the env's own target (none for a plugin), recorded in config.toml.
+  // "auto": the env's own target (a plugin's if it declares one, else none),
+  // recorded in config.toml.
   config.run.target_return = config.run.target_return.value_or(env.target_return);
   if (args.print_config) {
     std::cout << to_toml(config);

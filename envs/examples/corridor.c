@@ -116,3 +116,10 @@ static const pronghorn_env_plugin kPlugin = {
 };
 
 const pronghorn_env_plugin* pronghorn_env_plugin_entry(void) { return &kPlugin; }
+
+/* Solved: the goal in 4 steps, +1 − 4 · 0.01, nearly every episode. */
+int pronghorn_env_plugin_target(int32_t spec_index, double* target) {
+  (void)spec_index;
+  *target = 0.95;
+  return 1;
+}
