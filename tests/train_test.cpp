@@ -40,8 +40,8 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   // Trained to 300 so the saved policy is past the unstable early phase: the
   // eval below checks the checkpoint, not the training episodes.
   pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                           "run.target_return=300", "--set", "learner.learning_rate=3e-3", "--set",
-                           "run.total_steps=30000000", "--set", "run.report_interval_s=0.2"});
+                           "run.target_return=300", "--set", "run.total_steps=30000000", "--set",
+                           "run.report_interval_s=0.2"});
   StopOnExit guard{pid};
   EXPECT_EQ(wait_exit(pid), 0);
   guard.pid = -1;
@@ -175,10 +175,10 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
 // metrics.jsonl line and the final checkpoint are one state.
 TEST(TrainTest, TheSolvedLineAgreesWithTheLastMetricsLineAndTheCheckpoint) {
   TrainRun run;
-  const auto [code, out] = shell(std::string(PRONGHORN_BIN) + " --log-level warn train --run-dir " +
-                                 run.dir + " --set server.address=127.0.0.1:0 --set " +
-                                 "server.metrics_port=0 --set run.target_return=60 --set " +
-                                 "run.total_steps=30000000 --set learner.learning_rate=3e-3");
+  const auto [code, out] =
+      shell(std::string(PRONGHORN_BIN) + " --log-level warn train --run-dir " + run.dir +
+            " --set server.address=127.0.0.1:0 --set " +
+            "server.metrics_port=0 --set run.target_return=60 --set " + "run.total_steps=30000000");
   ASSERT_EQ(code, 0) << out;
   double eval_mean = 0, mean = 0;
   unsigned long long steps = 0;
