@@ -94,7 +94,7 @@ TEST(MemoryTest, GoldenTrajectory) {
                  std::to_string(static_cast<int>(buf.rewards[i])) + " ";
     }
   }
-  EXPECT_EQ(trace, "GOLDEN");
+  EXPECT_EQ(trace, "1@7r0 0@11r1 1@16r1 0@20r0 1@23r0 0@29r1 1@32r0 0@36r1 1@39r1 ");
 }
 
 }  // namespace
