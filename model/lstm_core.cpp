@@ -19,7 +19,10 @@ LstmCoreImpl::LstmCoreImpl(int64_t input, int64_t hidden) : hidden_(hidden) {
 at::Tensor LstmCoreImpl::forward(const at::Tensor& x, CoreState& state, const at::Tensor& ended) {
   const int64_t S = x.size(0);
   // The input's share of the gates for every step in one matrix product.
-  const at::Tensor input_gates = at::linear(x, weight_ih_, bias_ih_ + bias_hh_);  // [S, N, 4H]
+  // Unbound, not indexed: the backward of x[s] would fill a zero tensor of
+  // all S steps for each step (S² work); unbind's stacks the S gradients once.
+  const std::vector<at::Tensor> input_gates =
+      at::linear(x, weight_ih_, bias_ih_ + bias_hh_).unbind(0);  // S × [N, 4H]
   const at::Tensor keep = ended.defined() ? ended.eq(0).to(x.scalar_type()).unsqueeze(-1)
                                           : at::Tensor();  // [S−1 or S, N, 1]: 0 where ended
   at::Tensor h = state.h, c = state.c;
