@@ -29,6 +29,23 @@ uint32_t microseconds(Clock::duration d) {
   return static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
 }
 
+// A recurrent core's state at the start of an unroll, h then c, into the
+// slot's [2, K, H] field: the learner runs the core from it.
+void write_core_state(const CoreState& core, float* into) {
+  if (!core.h.defined()) return;
+  const int64_t n = core.h.numel();
+  std::memcpy(into, core.h.contiguous().data_ptr<float>(), sizeof(float) * n);
+  std::memcpy(into + n, core.c.contiguous().data_ptr<float>(), sizeof(float) * n);
+}
+
+// Zeroes the state of envs whose episode ended at this step (`keep`: 0
+// there, 1 elsewhere, [K, 1]): the next step starts a fresh episode.
+void reset_ended(CoreState& core, const at::Tensor& keep) {
+  if (!core.h.defined()) return;
+  core.h = core.h * keep;
+  core.c = core.c * keep;
+}
+
 }  // namespace
 
 void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
@@ -41,7 +58,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   const int64_t T = o.config.actor.unroll_length, K = o.config.env.num_envs;
   auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + stream * 7 + 1);
   const EnvSpec& spec = env->spec();
-  auto ring = buffer::Ring::attach(o.ring, buffer::unroll_spec_for(spec, T, K));
+  auto ring = buffer::Ring::attach(o.ring, buffer::unroll_spec_for(spec, o.config));
   PolicyNet model(model_spec_for(spec, o.config.model));
   auto slab = buffer::WeightSlab::attach(o.slab, model->parameter_count());
   std::vector<float> flat(model->parameter_count());
@@ -52,6 +69,9 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   std::vector<float> env_actions(continuous ? K * spec.action_size : 0);
   std::vector<float> running_return(K, 0.0f);
   std::vector<int32_t> running_length(K, 0);
+  std::vector<float> keep(K);  // [K, 1]: 0 where an episode ended this step
+  const at::Tensor keep_tensor = at::from_blob(keep.data(), {K, 1}, at::kFloat);
+  CoreState core = model->initial_state(K);  // carried across steps and unrolls
   env->reset(last_obs.data());
   uint64_t version = 0;
   torch::InferenceMode inference;
@@ -78,10 +98,12 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     uint8_t* truncated = out.truncated;
     uint32_t episodes = 0;
     std::memcpy(obs, last_obs.data(), obs_row);  // row 0: where the last unroll left off
+    write_core_state(core, out.core_state);
     bool stopped = false;
     for (int64_t t = 0; t < T && !stopped; ++t) {
       const auto policy_start = Clock::now();
-      const PolicyOutput policy = model->forward(observation_tensor(obs + t * obs_row, spec, K));
+      const PolicyOutput policy =
+          model->forward(observation_tensor(obs + t * obs_row, spec, K), core);
       ActionsOut actions{.log_probs = out.behaviour_log_probs + t * K};
       if (continuous) {
         actions.continuous = out.continuous_actions + t * K * spec.action_size;
@@ -96,12 +118,15 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       policy_time += env_start - policy_start;
       env->step(step_actions, {obs + (t + 1) * obs_row, rewards + t * K, terminated + t * K,
                                truncated + t * K, final_obs.data()});
-      bool any_truncated = false;
+      bool any_truncated = false, any_ended = false;
       for (int64_t k = 0; k < K; ++k) {
         running_return[k] += rewards[t * K + k];
         running_length[k] += 1;
         any_truncated |= truncated[t * K + k] != 0;
-        if (terminated[t * K + k] || truncated[t * K + k]) {
+        const bool ended = terminated[t * K + k] || truncated[t * K + k];
+        keep[k] = ended ? 0.0f : 1.0f;
+        any_ended |= ended;
+        if (ended) {
           out.episode_returns[episodes] = running_return[k];
           out.episode_lengths[episodes] = running_length[k];
           ++episodes;
@@ -115,14 +140,18 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       const auto env_end = Clock::now();
       env_time += env_end - env_start;
       if (any_truncated) {
-        at::Tensor v =
-            model->forward(observation_tensor(final_obs.data(), spec, K)).value.contiguous();
+        // From the state after this step, before the reset: the final
+        // observation continues the episode that was cut.
+        CoreState continued = core;
+        at::Tensor v = model->forward(observation_tensor(final_obs.data(), spec, K), continued)
+                           .value.contiguous();
         const float* value = v.data_ptr<float>();
         for (int64_t k = 0; k < K; ++k) {
           if (truncated[t * K + k]) out.final_values[t * K + k] = value[k];
         }
         policy_time += Clock::now() - env_end;
       }
+      if (any_ended) reset_ended(core, keep_tensor);
       stopped = stop.load();
     }
     if (stopped) {

@@ -53,7 +53,9 @@ void drain(Ring& ring, uint32_t batch, Received& got, const std::function<bool()
 }
 
 TEST(UnrollSpecTest, LayoutIsAlignedOrderedAndSizedFromTheSpec) {
-  UnrollSpec spec{/*T=*/32, /*K=*/256, {4}, Dtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
+  UnrollSpec spec{/*T=*/32,         /*K=*/256,         {4},
+                  Dtype::kFloat32,  /*action_dims=*/0, /*logits=*/2,
+                  /*core_hidden=*/8};
   SlotLayout l = slot_layout(spec);
   const Field fields[] = {l.obs,
                           l.actions,
@@ -63,6 +65,7 @@ TEST(UnrollSpecTest, LayoutIsAlignedOrderedAndSizedFromTheSpec) {
                           l.behaviour_log_probs,
                           l.final_values,
                           l.logits,
+                          l.core_state,
                           l.episode_returns,
                           l.episode_lengths};
   size_t end = 0;
@@ -77,6 +80,10 @@ TEST(UnrollSpecTest, LayoutIsAlignedOrderedAndSizedFromTheSpec) {
   EXPECT_EQ(l.actions.bytes, 32u * 256 * 4);
   EXPECT_EQ(l.terminated.bytes, 32u * 256);
   EXPECT_EQ(l.logits.bytes, 32u * 256 * 2 * 4);
+  EXPECT_EQ(l.core_state.bytes, 2u * 256 * 8 * 4) << "h and c, [K, H] float32 each";
+  UnrollSpec feed_forward = spec;
+  feed_forward.core_hidden = 0;
+  EXPECT_EQ(slot_layout(feed_forward).core_state.bytes, 0u);
   UnrollSpec pixels{20, 32, {1, 84, 84}, Dtype::kUInt8, 0, 0};
   EXPECT_EQ(slot_layout(pixels).obs.bytes, 21u * 32 * 84 * 84);
   UnrollSpec continuous = spec;
@@ -95,13 +102,16 @@ TEST(UnrollSpecTest, HashTellsSpecsApart) {
   b = a;
   b.obs_shape = {3, 1};
   EXPECT_NE(spec_hash(a), spec_hash(b));
+  b = a;
+  b.core_hidden = 16;  // an actor without the learner's core must not attach
+  EXPECT_NE(spec_hash(a), spec_hash(b));
 }
 
 TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
   // The writer and the reader each compute the layout from the spec; every
   // field written by one is read back, value for value, by the other.
   const std::string name = testing::unique_name("roundtrip");
-  UnrollSpec spec{3, 2, {2}, Dtype::kFloat32, /*action_dims=*/0, /*logits=*/2};
+  UnrollSpec spec{3, 2, {2}, Dtype::kFloat32, /*action_dims=*/0, /*logits=*/2, /*core_hidden=*/3};
   auto reader = Ring::create(name, spec, 2);
   auto writer = Ring::attach(name, spec);
   const SlotLayout& l = writer->layout();
@@ -114,8 +124,9 @@ TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
       std::memcpy(base + f.offset + 4 * k, &v, 4);
     }
   };
-  const Field* fields[] = {&l.obs,          &l.actions, &l.rewards,         &l.behaviour_log_probs,
-                           &l.final_values, &l.logits,  &l.episode_returns, &l.episode_lengths};
+  const Field* fields[] = {
+      &l.obs,    &l.actions,    &l.rewards,         &l.behaviour_log_probs, &l.final_values,
+      &l.logits, &l.core_state, &l.episode_returns, &l.episode_lengths};
   for (size_t f = 0; f < std::size(fields); ++f) fill_field(*fields[f], 1000.0f * (f + 1));
   std::memset(base + l.terminated.offset, 1, l.terminated.bytes);
   std::memset(base + l.truncated.offset, 2, l.truncated.bytes);
@@ -132,8 +143,8 @@ TEST(RingTest, FieldsWrittenThroughTheLayoutReadBackThroughAnAttachedRing) {
   const SlotLayout& r = reader->layout();
   EXPECT_EQ(r.obs.bytes, 4u * 2 * 2 * 4) << "[T+1, K, 2] float32";
   const Field* read_fields[] = {
-      &r.obs,          &r.actions, &r.rewards,         &r.behaviour_log_probs,
-      &r.final_values, &r.logits,  &r.episode_returns, &r.episode_lengths};
+      &r.obs,    &r.actions,    &r.rewards,         &r.behaviour_log_probs, &r.final_values,
+      &r.logits, &r.core_state, &r.episode_returns, &r.episode_lengths};
   for (size_t f = 0; f < std::size(read_fields); ++f) {
     for (size_t k = 0; k < read_fields[f]->bytes / 4; ++k) {
       float v;

@@ -25,6 +25,7 @@ struct BasicSlotView {
   Ptr<float> behaviour_log_probs;  // [T, K]
   Ptr<float> final_values;         // [T, K]
   Ptr<float> logits;               // [T, K, logits] when the spec keeps them
+  Ptr<float> core_state;           // [2, K, H]: h, then c, before step 0 (recurrent cores)
   Ptr<float> episode_returns;      // [T·K], the stamp's `episodes` of them used
   Ptr<int32_t> episode_lengths;    // [T·K]
 
@@ -38,6 +39,7 @@ struct BasicSlotView {
         behaviour_log_probs(at<float>(base, layout.behaviour_log_probs)),
         final_values(at<float>(base, layout.final_values)),
         logits(at<float>(base, layout.logits)),
+        core_state(at<float>(base, layout.core_state)),
         episode_returns(at<float>(base, layout.episode_returns)),
         episode_lengths(at<int32_t>(base, layout.episode_lengths)) {}
 

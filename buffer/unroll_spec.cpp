@@ -41,6 +41,8 @@ SlotLayout slot_layout(const UnrollSpec& s) {
                   "unroll spec: action_dims = ", s.action_dims, ": expected 0 to 64");
   PRONGHORN_CHECK(s.logits >= 0 && s.logits <= 1 << 16, "unroll spec: logits = ", s.logits,
                   ": expected 0 to 65536");
+  PRONGHORN_CHECK(s.core_hidden >= 0 && s.core_hidden <= 1 << 16,
+                  "unroll spec: core_hidden = ", s.core_hidden, ": expected 0 to 65536");
   const size_t T = static_cast<size_t>(s.T), K = static_cast<size_t>(s.K);
   const size_t obs_item = dtype_bytes(s.obs_dtype);
   const size_t steps = T * K;
@@ -54,6 +56,7 @@ SlotLayout slot_layout(const UnrollSpec& s) {
   l.behaviour_log_probs = place(cursor, steps * 4);
   l.final_values = place(cursor, steps * 4);
   l.logits = place(cursor, steps * 4 * static_cast<size_t>(s.logits));
+  l.core_state = place(cursor, 2 * K * 4 * static_cast<size_t>(s.core_hidden));
   l.episode_returns = place(cursor, steps * 4);
   l.episode_lengths = place(cursor, steps * 4);
   l.bytes = cursor;
@@ -72,6 +75,12 @@ UnrollSpec unroll_spec_for(const EnvSpec& env, int64_t T, int64_t K) {
   return spec;
 }
 
+UnrollSpec unroll_spec_for(const EnvSpec& env, const Config& config) {
+  UnrollSpec spec = unroll_spec_for(env, config.actor.unroll_length, config.env.num_envs);
+  if (config.model.core == ModelConfig::Core::kLstm) spec.core_hidden = config.model.core_hidden;
+  return spec;
+}
+
 uint64_t spec_hash(const UnrollSpec& s) {
   uint64_t h = kFnv1aStart;
   hash_in(h, static_cast<uint64_t>(s.T));
@@ -81,6 +90,7 @@ uint64_t spec_hash(const UnrollSpec& s) {
   hash_in(h, static_cast<uint64_t>(s.obs_dtype));
   hash_in(h, static_cast<uint64_t>(s.action_dims));
   hash_in(h, static_cast<uint64_t>(s.logits));
+  hash_in(h, static_cast<uint64_t>(s.core_hidden));
   return h;
 }
 

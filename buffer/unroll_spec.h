@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/config.h"
 #include "core/env_spec.h"
 
 namespace pronghorn::buffer {
@@ -20,6 +21,7 @@ struct UnrollSpec {
   Dtype obs_dtype = Dtype::kFloat32;
   int64_t action_dims = 0;  // 0: discrete actions (int32); else float32 [dims]
   int64_t logits = 0;       // behaviour logits per step kept (0 = log-probs only)
+  int64_t core_hidden = 0;  // the recurrent core's width H (0: feed-forward, no state)
 };
 
 // One field of a slot: where it starts (from the slot base) and its size.
@@ -38,11 +40,13 @@ struct Field {
 //   final_values       [T, K] float32   the actor's V of the final observation,
 //                                       read only where truncated (docs/architecture.md §9)
 //   logits             [T, K, logits] float32 (when logits > 0)
+//   core_state         [2, K, H] float32 the core's h, then c, before step 0
+//                                       (when core_hidden = H > 0)
 //   episode_returns    [T·K] float32    finished episodes, in order
 //   episode_lengths    [T·K] int32      (how many: the slot header's count)
 struct SlotLayout {
   Field obs, actions, rewards, terminated, truncated, behaviour_log_probs, final_values, logits,
-      episode_returns, episode_lengths;
+      core_state, episode_returns, episode_lengths;
   size_t bytes = 0;  // the whole slot, a multiple of 64
 };
 
@@ -54,5 +58,8 @@ uint64_t spec_hash(const UnrollSpec& spec);
 
 // The unroll of T steps of K envs of `env`, with behaviour log-probs only.
 UnrollSpec unroll_spec_for(const EnvSpec& env, int64_t T, int64_t K);
+// The unroll a job's config makes: actor.unroll_length, env.num_envs and,
+// with model.core = "lstm", the core's state.
+UnrollSpec unroll_spec_for(const EnvSpec& env, const Config& config);
 
 }  // namespace pronghorn::buffer

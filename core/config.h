@@ -88,10 +88,13 @@ struct LossConfig {
 struct ModelConfig {
   enum class Kind { kAuto, kMlp, kImpalaCnn };
   enum class Activation { kTanh, kRelu };
+  enum class Core { kNone, kLstm };
 
   Kind kind = Kind::kAuto;                    // mlp, impala_cnn, or auto (by observation rank)
   std::vector<int64_t> hidden = {64, 64};     // MLP hidden layer widths
   Activation activation = Activation::kTanh;  // tanh or relu
+  Core core = Core::kNone;                    // none (feed-forward) or lstm, after the torso
+  int64_t core_hidden = 128;                  // the LSTM's state width (core = lstm)
 };
 
 // The spelling of each choice in TOML, in enum order: the one list of them.
@@ -106,6 +109,7 @@ constexpr ChoiceNames<2> names_of(LossConfig::Advantages) { return {"vtrace", "g
 constexpr ChoiceNames<2> names_of(LossConfig::Reduction) { return {"mean", "sum"}; }
 constexpr ChoiceNames<3> names_of(ModelConfig::Kind) { return {"auto", "mlp", "impala_cnn"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::Activation) { return {"tanh", "relu"}; }
+constexpr ChoiceNames<2> names_of(ModelConfig::Core) { return {"none", "lstm"}; }
 
 // A choice as its config word ("rmsprop"), for messages; "?" for a value
 // outside the enum (validate() refuses those).

@@ -123,6 +123,15 @@ TEST(ConfigTest, UnknownChoiceListsTheChoices) {
   expect_names(config_error_of("", {"loss.kind=ppx"}),
                {"loss.kind = \"ppx\"", "impala, ppo", "did you mean ppo?"});
   expect_names(config_error_of("", {"learner.device=tpu"}), {"learner.device", "auto, cpu, cuda"});
+  expect_names(config_error_of("", {"model.core=gru"}), {"model.core = \"gru\"", "none, lstm"});
+}
+
+TEST(ConfigTest, TheRecurrentCoreIsOffUnlessAsked) {
+  EXPECT_EQ(Config{}.model.core, ModelConfig::Core::kNone);
+  Config c = parse_config("[model]\ncore = \"lstm\"\ncore_hidden = 32\n", "test.toml", {});
+  EXPECT_EQ(c.model.core, ModelConfig::Core::kLstm);
+  EXPECT_EQ(c.model.core_hidden, 32);
+  expect_names(config_error_of("", {"model.core_hidden=0"}), {"model.core_hidden = 0", "in [1, "});
 }
 
 TEST(ConfigTest, ChoicesAreEnumsReadAndPrintedAsTheirWords) {

@@ -11,6 +11,7 @@
 #include "envs/cartpole.h"
 #include "envs/ended_rows.h"
 #include "envs/finite.h"
+#include "envs/memory.h"
 #include "envs/pendulum.h"
 #include "envs/plugin.h"
 #include "envs/pong.h"
@@ -111,7 +112,7 @@ void BatchEnv::check_actions(const void* actions) const {
 }
 
 std::vector<EnvSpec> builtin_env_specs() {
-  return {CartPole::make_spec(0), Pong::make_spec(0), Pendulum::make_spec(0)};
+  return {CartPole::make_spec(0), Pong::make_spec(0), Pendulum::make_spec(0), Memory::make_spec(0)};
 }
 
 std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_envs, uint64_t seed,
@@ -119,6 +120,7 @@ std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_
   if (name == "cartpole") return std::make_unique<CartPole>(num_envs, seed, max_episode_steps);
   if (name == "pong") return std::make_unique<Pong>(num_envs, seed, max_episode_steps);
   if (name == "pendulum") return std::make_unique<Pendulum>(num_envs, seed, max_episode_steps);
+  if (name == "memory") return std::make_unique<Memory>(num_envs, seed, max_episode_steps);
   std::vector<std::string> names;
   for (const EnvSpec& spec : builtin_env_specs()) names.push_back(spec.name);
   throw UsageError(fmt::format("env.name = \"{}\": no such built-in env{}; built-in envs are {}",

@@ -13,11 +13,12 @@ using pronghorn::testing::error_of;
 
 TEST(EnvTest, BuiltinsAreListedWithTheirSpaces) {
   std::vector<EnvSpec> specs = builtin_env_specs();
-  ASSERT_EQ(specs.size(), 3u);
+  ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[0].describe(), "obs float32[4], 2 discrete actions, time limit 500");
   EXPECT_EQ(specs[1].describe(), "obs uint8[1, 32, 32], 3 discrete actions, time limit 2000");
   EXPECT_EQ(specs[2].describe(),
             "obs float32[3], continuous actions float32[1] in [-2, 2], time limit 200");
+  EXPECT_EQ(specs[3].describe(), "obs float32[3], 2 discrete actions, time limit 100");
   EXPECT_EQ(specs[1].obs_bytes(), 1024u);
   EXPECT_EQ(specs[2].action_bytes(), 4u);
 }

@@ -20,7 +20,9 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
   std::vector<int64_t> obs_shape = {T + 1, K};
   obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
   const bool continuous = spec.action_kind == ActionKind::kContinuous;
-  std::vector<at::Tensor> obs, actions, rewards, terminated, truncated, final_values, behaviour;
+  std::vector<at::Tensor> obs, actions, rewards, terminated, truncated, final_values, behaviour,
+      core_state;
+  const int64_t H = config.model.core == ModelConfig::Core::kLstm ? config.model.core_hidden : 0;
   Batch b;
   for (const auto& s : taken) {
     const buffer::ConstSlotView slot(s.data, layout);
@@ -34,6 +36,7 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
     truncated.push_back(view(slot.truncated, {T, K}, at::kByte));
     final_values.push_back(view(slot.final_values, {T, K}, at::kFloat));
     behaviour.push_back(view(slot.behaviour_log_probs, {T, K}, at::kFloat));
+    if (H > 0) core_state.push_back(view(slot.core_state, {2, K, H}, at::kFloat));
     b.episode_returns.insert(b.episode_returns.end(), slot.episode_returns,
                              slot.episode_returns + s.stamp.episodes);
     b.episode_lengths.insert(b.episode_lengths.end(), slot.episode_lengths,
@@ -50,8 +53,13 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
   if (!continuous) b.actions = b.actions.to(at::kLong);
   b.rewards = at::cat(rewards, 1);
   if (config.loss.reward_scale != 1.0) b.rewards.mul_(config.loss.reward_scale);
-  b.discounts = config.loss.discount * (1 - at::cat(terminated, 1).to(at::kFloat));
+  const at::Tensor all_terminated = at::cat(terminated, 1);
+  b.discounts = config.loss.discount * (1 - all_terminated.to(at::kFloat));
   b.truncated = at::cat(truncated, 1);
+  if (H > 0) {
+    b.ended = all_terminated.bitwise_or(b.truncated);
+    b.core_state = at::cat(core_state, 1);
+  }
   b.final_values = at::cat(final_values, 1);
   b.behaviour_log_probs = at::cat(behaviour, 1);
   return b;

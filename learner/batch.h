@@ -20,6 +20,10 @@ struct Batch {
   at::Tensor actions;                                       // [T, N] int64, or [T, N, D] float
   at::Tensor rewards, discounts;                            // [T, N]
   at::Tensor truncated, final_values, behaviour_log_probs;  // [T, N]
+  // Recurrent cores only (undefined otherwise): where an episode ended
+  // (terminated or truncated), [T, N] uint8, and the core's state before step
+  // 0 as each actor stored it, h then c, [2, N, H] float32.
+  at::Tensor ended, core_state;
   std::vector<float> episode_returns;    // of the episodes that ended in these unrolls
   std::vector<int32_t> episode_lengths;  // their lengths in env steps, in the same order
   uint64_t lag_sum = 0, lag_max = 0;     // policy versions behind `version`

@@ -71,8 +71,7 @@ Learner::Loop::Loop(const TrainOptions& o, ControlBoard& board, const std::atomi
 std::unique_ptr<buffer::Ring> Learner::Loop::create_ring(const Config& c, const std::string& name,
                                                          const EnvSpec& spec) {
   remove_stale_segments();
-  return buffer::Ring::create(name,
-                              buffer::unroll_spec_for(spec, c.actor.unroll_length, c.env.num_envs),
+  return buffer::Ring::create(name, buffer::unroll_spec_for(spec, c),
                               static_cast<uint32_t>(c.learner.ring_slots));
 }
 

@@ -82,6 +82,10 @@ Batch Trainer::on_device(const Batch& cpu) const {
   b.truncated = move(cpu.truncated);
   b.final_values = move(cpu.final_values);
   b.behaviour_log_probs = move(cpu.behaviour_log_probs);
+  if (cpu.core_state.defined()) {
+    b.ended = move(cpu.ended);
+    b.core_state = move(cpu.core_state);
+  }
   return b;
 }
 
@@ -93,7 +97,16 @@ StepStats Trainer::backward(const Batch& batch) {
   const auto forward_start = Clock::now();
   const Batch b = on_device(batch);
   const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
-  PolicyOutput out = model_->forward(b.obs.flatten(0, 1));  // [(T+1)·N, obs...]
+  // [(T+1)·N] outputs. A recurrent core runs through the T+1 steps from the
+  // actors' stored state, zeroed after each step that ended an episode, so
+  // the bootstrap row T has the state its step had on the actor.
+  CoreState core;
+  if (model_->recurrent()) {
+    PRONGHORN_CHECK(b.core_state.defined(),
+                    "learner step: a recurrent model needs the batch's core_state");
+    core = {b.core_state[0], b.core_state[1]};
+  }
+  PolicyOutput out = model_->forward_sequence(b.obs, core, b.ended);
   at::Tensor logits = out.logits.view({T + 1, N, -1});
   at::Tensor values = out.value.view({T + 1, N});
   at::Tensor head = logits.slice(0, 0, T);

@@ -60,5 +60,36 @@ TEST(TrainerTest, ANonFiniteLossEndsTheStepNamingItAndLeavesTheWeights) {
   EXPECT_EQ(weights(t), before) << "the weights were not updated";
 }
 
+// A recurrent model learns from the state each unroll starts with: the step
+// depends on the stored state and its gradients reach the core.
+TEST(TrainerTest, ARecurrentStepRunsTheCoreFromTheStoredStateAndTrainsIt) {
+  Config c;
+  c.model.core = ModelConfig::Core::kLstm;
+  c.model.core_hidden = 6;
+  const int64_t T = 5, N = 3;
+  Batch b = cartpole_batch(T, N, 1.0f);
+  b.ended = at::zeros({T, N}, at::kByte);
+  b.ended[2][1] = 1;
+  b.core_state = at::zeros({2, N, 6});
+  torch::manual_seed(4);
+  Trainer from_zero(c, cartpole());
+  torch::manual_seed(4);
+  Trainer from_stored(c, cartpole());
+  ASSERT_EQ(weights(from_zero), weights(from_stored));
+  Batch stored = b;
+  stored.core_state = at::randn({2, N, 6});
+  const StepStats zero = from_zero.backward(b);
+  const StepStats s = from_stored.backward(stored);
+  EXPECT_NE(zero.total, s.total) << "the stored state was not used";
+  for (const auto& p : from_stored.model()->named_parameters()) {
+    if (p.key().rfind("core.", 0) != 0) continue;
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
+  }
+  Batch missing = b;
+  missing.core_state = at::Tensor();
+  EXPECT_THROW(from_zero.backward(missing), Error);
+}
+
 }  // namespace
 }  // namespace pronghorn::learner

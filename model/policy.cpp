@@ -27,6 +27,7 @@ ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   spec.actions = env.action_size;
   spec.hidden = config.hidden;
   spec.activation = config.activation;
+  spec.core_hidden = config.core == ModelConfig::Core::kLstm ? config.core_hidden : 0;
   return spec;
 }
 
@@ -92,6 +93,12 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
     width = units;
   }
   torso_ = register_module("torso", torso);
+  // Registered only when wanted: a feed-forward model keeps its parameters
+  // (and so its checkpoints) as they were before the core existed.
+  if (spec.core_hidden > 0) {
+    core_ = register_module("core", LstmCore(width, spec.core_hidden));
+    width = spec.core_hidden;
+  }
   policy_ = register_module("policy", torch::nn::Linear(width, spec.actions));
   value_ = register_module("value", torch::nn::Linear(width, 1));
   // Small initial policy weights: a near-uniform first policy explores.
@@ -107,16 +114,44 @@ at::Tensor gaussian_log_prob(const at::Tensor& x, const at::Tensor& mean,
   return (-0.5 * z * z - log_std - 0.9189385332046727).sum(-1);  // 0.9189… = ½ ln 2π
 }
 
-PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs) {
+at::Tensor PolicyNetImpl::features(const at::Tensor& obs) {
   // Byte observations are pixels in [0, 255]: scaled to [0, 1] for either torso.
   at::Tensor x = obs.scalar_type() == at::kByte ? obs.to(at::kFloat).div(255.0) : obs;
   if (!spec_.pixels) x = x.reshape({x.size(0), -1});
-  at::Tensor h = torso_->forward(x);
+  return torso_->forward(x);
+}
+
+PolicyOutput PolicyNetImpl::heads(const at::Tensor& h) {
   PolicyOutput out;
   out.logits = policy_->forward(h);
   out.value = value_->forward(h).squeeze(-1);
   if (spec_.continuous) out.log_std = log_std_.expand_as(out.logits);
   return out;
+}
+
+PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs) {
+  PRONGHORN_CHECK(!recurrent(), "model: a recurrent model steps with its core's state");
+  return heads(features(obs));
+}
+
+PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs, CoreState& state) {
+  if (!recurrent()) return heads(features(obs));
+  const at::Tensor x = features(obs);                                    // [N, width]
+  return heads(core_->forward(x.unsqueeze(0), state, at::Tensor())[0]);  // [N, H]
+}
+
+PolicyOutput PolicyNetImpl::forward_sequence(const at::Tensor& obs, CoreState& state,
+                                             const at::Tensor& ended) {
+  const int64_t S = obs.size(0), N = obs.size(1);
+  const at::Tensor x = features(obs.flatten(0, 1));  // [S·N, width]: the torso in one batch
+  if (!recurrent()) return heads(x);
+  return heads(core_->forward(x.reshape({S, N, -1}), state, ended).flatten(0, 1));
+}
+
+CoreState PolicyNetImpl::initial_state(int64_t n) {
+  if (!recurrent()) return {};
+  const at::TensorOptions options = policy_->weight.options().requires_grad(false);
+  return {at::zeros({n, spec_.core_hidden}, options), at::zeros({n, spec_.core_hidden}, options)};
 }
 
 int64_t PolicyNetImpl::parameter_count() {

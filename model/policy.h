@@ -3,6 +3,8 @@
 // vector through the weight slab). docs/architecture.md §3.
 //   vector observations → MLP (model.hidden, model.activation)
 //   image observations (uint8 [C, H, W]) → the IMPALA CNN, then the MLP
+//   then, with model.core = "lstm", an LSTM (model/lstm_core.h) whose state
+//   each env carries from step to step
 // Heads: categorical logits [N, A], or Gaussian mean [N, D] with a learned
 // state-independent log-std [D]; value [N].
 #pragma once
@@ -16,6 +18,7 @@
 
 #include "core/config.h"
 #include "core/env_spec.h"
+#include "model/lstm_core.h"
 
 namespace pronghorn {
 
@@ -26,6 +29,7 @@ struct ModelSpec {
   bool continuous = false;
   std::vector<int64_t> hidden = {64, 64};
   ModelConfig::Activation activation = ModelConfig::Activation::kTanh;
+  int64_t core_hidden = 0;  // the LSTM core's width; 0 = feed-forward
 };
 
 // The model an env needs: its observation and action spaces, and the config.
@@ -47,8 +51,24 @@ class PolicyNetImpl : public torch::nn::Module {
  public:
   explicit PolicyNetImpl(const ModelSpec& spec);
 
-  // obs: [N, obs...] float32, or uint8 for pixels.
+  // obs: [N, obs...] float32, or uint8 for pixels. Feed-forward models only.
   PolicyOutput forward(const at::Tensor& obs);
+
+  // One step of N envs: `state` (initial_state() at an episode's start) is
+  // replaced by the state after it. A feed-forward model ignores `state`.
+  PolicyOutput forward(const at::Tensor& obs, CoreState& state);
+
+  // S steps of N envs, obs [S, N, obs...], from `state` at step 0 (replaced
+  // by the state after step S−1); ended [S−1, N] (uint8, nonzero where an
+  // episode ended at step s) zeroes the state after step s. Outputs as
+  // forward()'s for the [S·N] observations, step-major. Feed-forward models
+  // run all S·N at once.
+  PolicyOutput forward_sequence(const at::Tensor& obs, CoreState& state, const at::Tensor& ended);
+
+  bool recurrent() const { return spec_.core_hidden > 0; }
+  // Zeros [N, core_hidden] for h and c, of the parameters' dtype and device;
+  // undefined tensors for a feed-forward model.
+  CoreState initial_state(int64_t n);
 
   const ModelSpec& spec() const { return spec_; }
   int64_t parameter_count();
@@ -57,8 +77,12 @@ class PolicyNetImpl : public torch::nn::Module {
   void read_flat(const float* in);
 
  private:
+  at::Tensor features(const at::Tensor& obs);  // the torso's output, [N, width]
+  PolicyOutput heads(const at::Tensor& features);
+
   ModelSpec spec_;
   torch::nn::Sequential torso_{nullptr};
+  LstmCore core_{nullptr};  // recurrent models only
   torch::nn::Linear policy_{nullptr};
   torch::nn::Linear value_{nullptr};
   at::Tensor log_std_;

@@ -148,7 +148,7 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
         plugin_path, learner));
   }
   const EnvSpec env = learner::check_job_config(job.config);
-  job.spec = buffer::unroll_spec_for(env, job.config.actor.unroll_length, job.config.env.num_envs);
+  job.spec = buffer::unroll_spec_for(env, job.config);
   job.spec_hash = buffer::spec_hash(job.spec);
   job.slot_bytes = buffer::slot_layout(job.spec).bytes;
   if (job.spec_hash != reply.spec_hash() || job.slot_bytes != reply.slot_bytes()) {

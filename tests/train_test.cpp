@@ -1,5 +1,6 @@
 // `pronghorn train` end to end, as real processes: it learns CartPole, loses
-// no unroll, survives a killed actor, and leaves nothing behind.
+// no unroll, survives a killed actor, and leaves nothing behind; an LSTM
+// core learns the env a memoryless policy cannot.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -167,6 +168,36 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   kill(second, SIGTERM);
   EXPECT_EQ(wait_exit(second), 0);
   second_guard.pid = -1;
+  EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
+// configs/memory.toml: the answer depends on a cue 5 to 10 steps back, so
+// only a policy that carries its state through steps, unrolls and the
+// learner's replay of them reaches 0.9 (a memoryless one is stuck at 0.5;
+// BENCHMARKS.md). The run stops at 5 M env steps if it never gets there.
+TEST(TrainTest, AnLstmCoreLearnsTheEnvThatNeedsMemory) {
+  TrainRun run;
+  // timeout: the deadline of the wait (SIGTERM stops the job cleanly).
+  const auto [code, out] =
+      shell("timeout 300 " + std::string(PRONGHORN_BIN) + " --log-level warn train -c " +
+            PRONGHORN_SOURCE_DIR + "/configs/memory.toml --run-dir " + run.dir +
+            " --set run.name=" + run.name +
+            " --set server.address=127.0.0.1:0 --set server.metrics_port=0");
+  ASSERT_EQ(code, 0) << out;
+  double eval_mean = 0;
+  const size_t at = out.find("solved: mean return ");
+  ASSERT_NE(at, std::string::npos) << "did not reach 0.9 within 5 M env steps:\n" << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + at, "solved: mean return %lf", &eval_mean), 1) << out;
+  EXPECT_GE(eval_mean, 0.9);
+  // `pronghorn eval` carries the state too: its greedy policy remembers.
+  const auto [eval_code, eval_out] =
+      shell(std::string(PRONGHORN_BIN) + " eval " + run.dir + " --episodes 100 --json");
+  ASSERT_EQ(eval_code, 0) << eval_out;
+  double mean = 0;
+  const size_t key = eval_out.find("\"return_mean\": ");
+  ASSERT_NE(key, std::string::npos) << eval_out;
+  ASSERT_EQ(std::sscanf(eval_out.c_str() + key, "\"return_mean\": %lf", &mean), 1) << eval_out;
+  EXPECT_GE(mean, 0.9) << eval_out;
   EXPECT_TRUE(leftover_segments(run.name).empty());
 }
 

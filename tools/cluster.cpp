@@ -126,8 +126,7 @@ distributed::Facts job_facts(const Config& config, const EnvSpec& env, int world
       facts.emplace_back(name, text.str());
     }
   }
-  const buffer::UnrollSpec spec =
-      buffer::unroll_spec_for(env, config.actor.unroll_length, config.env.num_envs);
+  const buffer::UnrollSpec spec = buffer::unroll_spec_for(env, config);
   facts.emplace_back("unroll spec", fmt::format("{:016x}", buffer::spec_hash(spec)));
   PolicyNet model(model_spec_for(env, config.model));
   facts.emplace_back("parameter count", std::to_string(model->parameter_count()));
