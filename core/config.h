@@ -75,9 +75,9 @@ struct LossConfig {
   // CartPole's +1 a step gives values near 100 unscaled: 0.1 keeps the
   // value loss from swamping the shared torso (BENCHMARKS.md).
   double reward_scale = 0.1;
-  double rho_bar = 1.0;       // V-trace ρ̄: clips importance weights in the value targets
-  double c_bar = 1.0;         // V-trace c̄: clips the trace-cutting coefficients
-  double rho_pg_bar = 1.0;    // clips importance weights in the policy-gradient advantage
+  double rho_bar = 1.0;     // V-trace ρ̄: clips importance weights in the value targets
+  double c_bar = 1.0;       // V-trace c̄: clips the trace-cutting coefficients
+  double rho_pg_bar = 1.0;  // clips importance weights in the policy-gradient advantage
   double gae_lambda = 0.95;
   double ppo_clip = 0.2;
   double baseline_cost = 0.5;

@@ -81,6 +81,13 @@ TEST(TrainerTest, ARecurrentStepRunsTheCoreFromTheStoredStateAndTrainsIt) {
   const StepStats zero = from_zero.backward(b);
   const StepStats s = from_stored.backward(stored);
   EXPECT_NE(zero.total, s.total) << "the stored state was not used";
+  // The same batch with no episode ended mid-unroll: the reset at step 2
+  // changes what steps 3 and 4 see, so the loss differs.
+  torch::manual_seed(4);
+  Trainer no_reset(c, cartpole());
+  Batch unended = stored;
+  unended.ended = at::zeros({T, N}, at::kByte);
+  EXPECT_NE(no_reset.backward(unended).total, s.total) << "the ended steps did not reset the core";
   for (const auto& p : from_stored.model()->named_parameters()) {
     if (p.key().rfind("core.", 0) != 0) continue;
     ASSERT_TRUE(p.value().grad().defined()) << p.key();

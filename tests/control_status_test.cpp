@@ -31,8 +31,9 @@ TEST(ControlTest, StatusShowsStateAndProgressAndWatchEndsWithHowTheJobEnded) {
   auto [code, out] = shell(std::string(PRONGHORN_BIN) + " status --run-dir " + job.dir);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\nstate          running\n"), std::string::npos) << out;
-  EXPECT_NE(out.find("\ntarget         mean return 10000 on evaluation and over the last 100 episodes\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("\ntarget         mean return 10000 on evaluation and over the last 100 episodes\n"),
+      std::string::npos)
       << out;
   std::smatch m;
   EXPECT_TRUE(std::regex_search(
