@@ -85,10 +85,14 @@ struct LossConfig {
 struct ModelConfig {
   enum class Kind { kAuto, kMlp, kImpalaCnn };
   enum class Activation { kTanh, kRelu };
+  enum class FastPath { kAuto, kOff };
 
   Kind kind = Kind::kAuto;                    // mlp, impala_cnn, or auto (by observation rank)
   std::vector<int64_t> hidden = {64, 64};     // MLP hidden layer widths
   Activation activation = Activation::kTanh;  // tanh or relu
+  // auto: actors and evaluation run an MLP policy on the CPU through the
+  // fused path (model/fast_mlp.h); off, and every other model: LibTorch.
+  FastPath fast_path = FastPath::kAuto;
 };
 
 // The spelling of each choice in TOML, in enum order: the one list of them.
@@ -103,6 +107,7 @@ constexpr ChoiceNames<2> names_of(LossConfig::Advantages) { return {"vtrace", "g
 constexpr ChoiceNames<2> names_of(LossConfig::Reduction) { return {"mean", "sum"}; }
 constexpr ChoiceNames<3> names_of(ModelConfig::Kind) { return {"auto", "mlp", "impala_cnn"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::Activation) { return {"tanh", "relu"}; }
+constexpr ChoiceNames<2> names_of(ModelConfig::FastPath) { return {"auto", "off"}; }
 
 // A choice as its config word ("rmsprop"), for messages; "?" for a value
 // outside the enum (validate() refuses those).

@@ -134,6 +134,8 @@ std::vector<Field> fields(Config& c) {
       {"model", "hidden", &c.model.hidden, 1, 65536, {}, "MLP hidden layer widths, e.g. [64, 64]"},
       {"model", "activation", choice(&c.model.activation), 0, 0, choices(c.model.activation),
        "MLP activation"},
+      {"model", "fast_path", choice(&c.model.fast_path), 0, 0, choices(c.model.fast_path),
+       "auto: fused CPU inference for MLP policies (model/fast_mlp.h); off: LibTorch"},
 
       {"run", "name", &c.run.name, 0, 0, {}, "run name; empty = generated from the start time"},
       {"run", "dir", &c.run.dir, 0, 0, {}, "runs live in <dir>/<name>/"},
