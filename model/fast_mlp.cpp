@@ -127,8 +127,8 @@ bool FastMlp::supports(const ModelSpec& model, const EnvSpec& env) {
 }
 
 std::unique_ptr<FastMlp> FastMlp::make_for(PolicyNetImpl& model, const EnvSpec& env,
-                                           const ModelConfig& config, uint64_t seed) {
-  if (config.fast_path == ModelConfig::FastPath::kOff || !supports(model.spec(), env)) {
+                                           ModelConfig::FastPath mode, uint64_t seed) {
+  if (mode == ModelConfig::FastPath::kOff || !supports(model.spec(), env)) {
     return nullptr;
   }
   for (const at::Tensor& p : model.parameters()) {

@@ -39,11 +39,11 @@ class FastMlp {
   // float32 vector observations (not pixels).
   static bool supports(const ModelSpec& model, const EnvSpec& env);
 
-  // The fused path for `model` when `config.fast_path` is auto and the model
-  // allows it, loaded with the model's current parameters; else nullptr
-  // (the caller keeps using `model`).
+  // The fused path for `model` when `mode` (model.fast_path) is auto and the
+  // model allows it, loaded with the model's current parameters; else
+  // nullptr (the caller keeps using `model`).
   static std::unique_ptr<FastMlp> make_for(PolicyNetImpl& model, const EnvSpec& env,
-                                           const ModelConfig& config, uint64_t seed);
+                                           ModelConfig::FastPath mode, uint64_t seed);
 
   // Parameters are zero until load().
   FastMlp(const ModelSpec& spec, uint64_t seed);

@@ -15,6 +15,7 @@ namespace pronghorn {
 namespace {
 
 using Activation = ModelConfig::Activation;
+constexpr auto kAuto = ModelConfig::FastPath::kAuto;
 
 struct Case {
   bool continuous;
@@ -69,7 +70,7 @@ PolicyOutput reference(PolicyNet& net, const at::Tensor& obs) {
 }
 
 std::unique_ptr<FastMlp> fast_for(PolicyNet& net, const EnvSpec& env, uint64_t seed) {
-  auto fast = FastMlp::make_for(*net, env, ModelConfig{}, seed);
+  auto fast = FastMlp::make_for(*net, env, kAuto, seed);
   EXPECT_NE(fast, nullptr);
   return fast;
 }
@@ -261,18 +262,16 @@ TEST(FastMlpTest, AutoTakesOnlyMlpsOnFloatObservationsAndOffTakesNone) {
   const Case c{false, Activation::kTanh};
   EnvSpec env = env_for(c);
   PolicyNet net = random_net(c, env, 15);
-  ModelConfig off;
-  off.fast_path = ModelConfig::FastPath::kOff;
-  EXPECT_EQ(FastMlp::make_for(*net, env, off, 1), nullptr);
-  EXPECT_NE(FastMlp::make_for(*net, env, ModelConfig{}, 1), nullptr);
+  EXPECT_EQ(FastMlp::make_for(*net, env, ModelConfig::FastPath::kOff, 1), nullptr);
+  EXPECT_NE(FastMlp::make_for(*net, env, kAuto, 1), nullptr);
   env.obs_dtype = Dtype::kUInt8;  // LibTorch scales bytes; the fused path reads floats
-  EXPECT_EQ(FastMlp::make_for(*net, env, ModelConfig{}, 1), nullptr);
+  EXPECT_EQ(FastMlp::make_for(*net, env, kAuto, 1), nullptr);
   env.obs_dtype = Dtype::kFloat32;
   env.obs_shape = {1, 32, 32};
   ModelConfig cnn;
   cnn.kind = ModelConfig::Kind::kImpalaCnn;
   PolicyNet pixels(model_spec_for(env, cnn));
-  EXPECT_EQ(FastMlp::make_for(*pixels, env, ModelConfig{}, 1), nullptr);
+  EXPECT_EQ(FastMlp::make_for(*pixels, env, kAuto, 1), nullptr);
 }
 
 TEST(FastMlpTest, SameSeedSameActionsAndLoadFollowsNewWeights) {
