@@ -90,6 +90,7 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
       bench.add_subcommand("policy", "An actor's policy step: the fused MLP path against LibTorch");
   command->add_option("--env", args->env.name, "built-in env name")->capture_default_str();
   command->add_option("--num-envs", args->num_envs, "K: rows per step, each size in turn")
+      ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--hidden", args->model.hidden, "MLP hidden widths")->capture_default_str();
