@@ -9,15 +9,12 @@
 #include "core/error.h"
 #include "core/fast_math.h"
 #include "core/hd.h"
+#include "model/fast_mlp_loops.h"
 
 namespace pronghorn {
-namespace {
+namespace fast_mlp {
 
-constexpr int64_t kBlock = 256;  // rows per block of the head loops: their columns stay in L1
-constexpr float kHalfLog2Pi = 0.9189385332046727f;
-
-// h[r, i] = activation(h[r, i] + bias[i]) over [rows, width]: the step after
-// each torso sgemm, vectorised along the row.
+// Vectorised along each row.
 PRONGHORN_VECTOR_CLONES
 void bias_activation(float* __restrict h, const float* __restrict bias, int64_t rows, int64_t width,
                      bool relu) {
@@ -32,6 +29,34 @@ void bias_activation(float* __restrict h, const float* __restrict bias, int64_t 
     }
   }
 }
+
+PRONGHORN_VECTOR_CLONES
+void activation_backward(float* __restrict g, const float* __restrict y, int64_t n, bool relu) {
+  if (relu) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) g[i] *= 1.0f - y[i] * y[i];
+  }
+}
+
+PRONGHORN_VECTOR_CLONES
+void add_column_sums(const float* __restrict g, int64_t rows, int64_t width,
+                     float* __restrict out) {
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+    for (int64_t i = 0; i < width; ++i) out[i] += g[r * width + i];
+  }
+}
+
+}  // namespace fast_mlp
+
+namespace {
+using fast_mlp::bias_activation;
+
+constexpr int64_t kBlock = 256;  // rows per block of the head loops: their columns stay in L1
+constexpr float kHalfLog2Pi = 0.9189385332046727f;
 
 // The categorical head over rows of z [n, stride] (A logits each): the
 // action whose cumulative probability first exceeds u[j] (inverse CDF), or
@@ -135,6 +160,8 @@ std::unique_ptr<FastMlp> FastMlp::make_for(PolicyNetImpl& model, const EnvSpec& 
     if (!p.device().is_cpu()) return nullptr;  // a CUDA model stays on LibTorch
   }
   auto fast = std::make_unique<FastMlp>(model.spec(), seed);
+  // A model with parameters beyond the MLP's (a recurrent core) is not ours.
+  if (fast->parameter_count() != model.parameter_count()) return nullptr;
   fast->load(model);
   return fast;
 }
