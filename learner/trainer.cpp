@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/fast_mlp_train.h"
 
 namespace pronghorn::learner {
 
@@ -93,7 +94,8 @@ StepStats Trainer::backward(const Batch& batch) {
   const auto forward_start = Clock::now();
   const Batch b = on_device(batch);
   const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
-  PolicyOutput out = model_->forward(b.obs.flatten(0, 1));  // [(T+1)·N, obs...]
+  // [(T+1)·N, obs...]; the fused MLP path (model/fast_mlp_train.h) where it applies.
+  PolicyOutput out = policy_forward(*model_, b.obs.flatten(0, 1), c_.model.fast_path);
   at::Tensor logits = out.logits.view({T + 1, N, -1});
   at::Tensor values = out.value.view({T + 1, N});
   at::Tensor head = logits.slice(0, 0, T);

@@ -14,11 +14,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Rows per block: a block's activations (rows × the widths, 4 bytes each:
-// 256 · (64 + 64) · 4 = 128 KiB for CartPole's MLP) stay in L2 between the
-// forward recomputation and the backward products.
-constexpr int64_t kRows = 256;
-
 // C [m, n] = alpha·op(A)·op(B) + beta·C, row-major, int sizes for cblas.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -38,14 +33,15 @@ struct Net {
   int64_t layers() const { return static_cast<int64_t>(weight.size()); }
 };
 
-// The activations of rows r0 … r0 + n − 1: act[l] [n, width[l + 1]] for each
-// hidden layer, and the head's output into `out` [n, A + 1].
-void forward_block(const Net& net, const float* x, int64_t n, std::vector<std::vector<float>>& act,
-                   float* out) {
+// The activations of n rows: act[l] [n, width[l + 1]] for each hidden layer,
+// and the head's output into `out` [n, A + 1]. One sgemm per layer over all
+// rows (OpenBLAS blocks it for the cache), then one element-wise pass.
+void forward_rows(const Net& net, const float* x, int64_t n, const std::vector<float*>& act,
+                  float* out) {
   const int64_t L = net.layers();
   for (int64_t l = 0; l < L; ++l) {
     const int64_t in = net.width[l], width = net.width[l + 1];
-    float* y = l + 1 < L ? act[l].data() : out;
+    float* y = l + 1 < L ? act[l] : out;
     gemm(false, true, n, width, in, x, in, net.weight[l], in, 0.0f, y, width);
     if (l + 1 < L) {
       fast_mlp::bias_activation(y, net.bias[l], n, width, net.relu);
@@ -65,58 +61,60 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& obs, bool relu,
                             at::TensorList params) {
     ctx->saved_data["relu"] = relu;
-    std::vector<at::Tensor> saved = {obs};
-    saved.insert(saved.end(), params.begin(), params.end());
-    ctx->save_for_backward(saved);
     std::vector<at::Tensor> packed;  // keeps the packed head alive
     const Net net = net_of(params, relu, packed);
-    const int64_t N = obs.size(0), width = net.width.back();
-    at::Tensor out = at::empty({N, width}, obs.options());
-    std::vector<std::vector<float>> act = block_buffers(net);
-    for (int64_t r0 = 0; r0 < N; r0 += kRows) {
-      const int64_t n = std::min(kRows, N - r0);
-      forward_block(net, obs.data_ptr<float>() + r0 * net.width[0], n, act,
-                    out.data_ptr<float>() + r0 * width);
+    const int64_t N = obs.size(0);
+    at::Tensor out = at::empty({N, net.width.back()}, obs.options());
+    // The hidden activations, kept for the backward pass (as LibTorch's
+    // autograd keeps them): [N, width] per hidden layer.
+    std::vector<at::Tensor> saved = {obs};
+    saved.insert(saved.end(), params.begin(), params.end());
+    std::vector<float*> act;
+    for (int64_t l = 0; l + 1 < net.layers(); ++l) {
+      saved.push_back(at::empty({N, net.width[l + 1]}, obs.options()));
+      act.push_back(saved.back().data_ptr<float>());
     }
+    forward_rows(net, obs.data_ptr<float>(), N, act, out.data_ptr<float>());
+    ctx->save_for_backward(saved);
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor obs = saved[0];
-    const std::vector<at::Tensor> params(saved.begin() + 1, saved.end());
+    std::vector<at::Tensor> params(saved.begin() + 1, saved.end());
+    const int64_t hidden = static_cast<int64_t>(params.size() - 4) / 3;  // 2 per layer + 1 saved
+    std::vector<const float*> act;
+    for (int64_t l = 0; l < hidden; ++l)
+      act.push_back(params[params.size() - hidden + l].data_ptr<float>());
+    params.resize(params.size() - hidden);
     std::vector<at::Tensor> packed;
     const Net net = net_of(params, ctx->saved_data["relu"].toBool(), packed);
     const int64_t L = net.layers(), N = obs.size(0);
     const at::Tensor g_out = grads[0].contiguous();  // [N, A + 1]
     std::vector<at::Tensor> d_weight, d_bias;        // per layer, packed head last
     for (int64_t l = 0; l < L; ++l) {
-      d_weight.push_back(at::zeros({net.width[l + 1], net.width[l]}, obs.options()));
+      d_weight.push_back(at::empty({net.width[l + 1], net.width[l]}, obs.options()));
       d_bias.push_back(at::zeros({net.width[l + 1]}, obs.options()));
     }
-    std::vector<std::vector<float>> act = block_buffers(net);
     int64_t widest = 1;
     for (int64_t w : net.width) widest = std::max(widest, w);
-    std::vector<float> head(kRows * net.width.back()), g(kRows * widest), g_in(kRows * widest);
-    for (int64_t r0 = 0; r0 < N; r0 += kRows) {
-      const int64_t n = std::min(kRows, N - r0);
-      const float* x = obs.data_ptr<float>() + r0 * net.width[0];
-      forward_block(net, x, n, act, head.data());  // recomputed: the block's activations
-      const float* g_rows = g_out.data_ptr<float>() + r0 * net.width.back();
-      std::copy(g_rows, g_rows + n * net.width.back(), g.begin());
-      for (int64_t l = L - 1; l >= 0; --l) {
-        const int64_t in = net.width[l], width = net.width[l + 1];
-        if (l + 1 < L) fast_mlp::activation_backward(g.data(), act[l].data(), n * width, net.relu);
-        const float* input = l > 0 ? act[l - 1].data() : x;  // [n, in]
-        // ∂W [width, in] += gᵀ [width, n] · input [n, in]; ∂b += Σ_rows g.
-        gemm(true, false, width, in, n, g.data(), width, input, in, 1.0f,
-             d_weight[l].data_ptr<float>(), in);
-        fast_mlp::add_column_sums(g.data(), n, width, d_bias[l].data_ptr<float>());
-        if (l == 0) break;
-        // ∂input [n, in] = g [n, width] · W [width, in].
-        gemm(false, false, n, in, width, g.data(), width, net.weight[l], in, 0.0f, g_in.data(), in);
-        std::swap(g, g_in);
-      }
+    std::vector<float> g(N * widest), g_in(N * widest);  // ∂ of a layer's output, its input
+    const int64_t n = N;
+    const float* x = obs.data_ptr<float>();
+    std::copy(g_out.data_ptr<float>(), g_out.data_ptr<float>() + n * net.width.back(), g.begin());
+    for (int64_t l = L - 1; l >= 0; --l) {
+      const int64_t in = net.width[l], width = net.width[l + 1];
+      if (l + 1 < L) fast_mlp::activation_backward(g.data(), act[l], n * width, net.relu);
+      const float* input = l > 0 ? act[l - 1] : x;  // [n, in]
+      // ∂W [width, in] = gᵀ [width, n] · input [n, in]; ∂b = Σ_rows g.
+      gemm(true, false, width, in, n, g.data(), width, input, in, 0.0f,
+           d_weight[l].data_ptr<float>(), in);
+      fast_mlp::add_column_sums(g.data(), n, width, d_bias[l].data_ptr<float>());
+      if (l == 0) break;
+      // ∂input [n, in] = g [n, width] · W [width, in].
+      gemm(false, false, n, in, width, g.data(), width, net.weight[l], in, 0.0f, g_in.data(), in);
+      std::swap(g, g_in);
     }
     // Back into PolicyNet's tensors: torso pairs, then the packed head split
     // into the policy's rows and the value's row.
@@ -152,12 +150,6 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
     net.bias.push_back(packed[1].data_ptr<float>());
     net.width.push_back(packed[0].size(0));
     return net;
-  }
-
-  static std::vector<std::vector<float>> block_buffers(const Net& net) {
-    std::vector<std::vector<float>> act;
-    for (int64_t l = 0; l + 1 < net.layers(); ++l) act.emplace_back(kRows * net.width[l + 1]);
-    return act;
   }
 };
 

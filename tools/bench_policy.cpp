@@ -2,6 +2,8 @@
 // sampling of K actions with their log-probs) with the fused MLP path
 // (model.fast_path = auto, model/fast_mlp.h) against LibTorch (off), in the
 // same run, on the env's observations, one thread; median of many steps.
+// Then the learner's model forward and backward both ways, at the row counts
+// of configs/cartpole.toml's batch (17 · 64) and bench-train's (33 · 1024).
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -16,6 +18,7 @@
 #include "core/config.h"
 #include "envs/env.h"
 #include "model/fast_mlp.h"
+#include "model/fast_mlp_train.h"
 #include "model/policy.h"
 #include "model/sampling.h"
 #include "model/tensor_runtime.h"
@@ -76,6 +79,32 @@ void bench_k(const EnvConfig& env_config, const ModelConfig& model_config, int64
                            1e3 * fused / static_cast<double>(K), stock / fused);
 }
 
+// The learner's model forward and backward over `rows` observations (a
+// stand-in loss reaching every output), fused against LibTorch.
+void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config, int64_t rows,
+                   int repeats) {
+  EnvConfig config = env_config;
+  config.num_envs = 1;
+  const EnvSpec spec = envs::make_env(config, 1)->spec();
+  PolicyNet model(model_spec_for(spec, model_config));
+  std::vector<int64_t> shape = {rows};
+  shape.insert(shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
+  const at::Tensor obs = at::randn(shape);
+  auto step = [&](ModelConfig::FastPath mode) {
+    return median_us(
+        [&] {
+          model->zero_grad();
+          const PolicyOutput out = policy_forward(*model, obs, mode);
+          (out.logits.sum() + out.value.sum()).backward();
+        },
+        repeats);
+  };
+  const double stock = step(ModelConfig::FastPath::kOff);
+  const double fused = step(ModelConfig::FastPath::kAuto);
+  std::cout << fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.1f}× |\n", spec.name, rows, stock,
+                           fused, stock / fused);
+}
+
 }  // namespace
 
 CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
@@ -102,6 +131,11 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
     std::cout << "| env | K | LibTorch µs/step | fused µs/step | LibTorch ns/row | fused ns/row "
                  "| speed-up |\n|---|---:|---:|---:|---:|---:|---:|\n";
     for (int64_t K : args->num_envs) bench_k(args->env, args->model, K, args->repeats);
+    std::cout << "\nlearner: model forward + backward\n\n| env | rows | LibTorch µs | fused µs "
+                 "| speed-up |\n|---|---:|---:|---:|---:|\n";
+    for (int64_t rows : {1088, 33792}) {
+      bench_learner(args->env, args->model, rows, std::max(3, args->repeats / 20));
+    }
   };
   return command;
 }
