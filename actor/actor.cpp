@@ -69,8 +69,11 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     const auto wait_start = Clock::now();
     if (slab->version() != version) {
       version = slab->read(flat.data());
-      model->read_flat(flat.data());
-      if (fast) fast->load(flat.data());
+      if (fast) {
+        fast->load(flat.data());  // `model` is not run: LibTorch's copies skipped
+      } else {
+        model->read_flat(flat.data());
+      }
     }
     auto slot = ring->claim(500ms);
     if (!slot) continue;
