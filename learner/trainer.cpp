@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/fast_adam.h"
 #include "model/fast_mlp_train.h"
 
 namespace pronghorn::learner {
@@ -164,7 +165,14 @@ void Trainer::apply(StepStats& s, double progress) {
                                       : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   s.learning_rate = lr;
-  optimizer_->step();
+  // Adam in one pass per tensor on the fused path (model/fast_adam.h), on
+  // LibTorch's optimizer state either way.
+  auto* adam = dynamic_cast<torch::optim::Adam*>(optimizer_.get());
+  if (adam != nullptr && c_.model.fast_path == ModelConfig::FastPath::kAuto) {
+    fused_adam_step(*adam);
+  } else {
+    optimizer_->step();
+  }
   s.optimizer_s = std::chrono::duration<double>(Clock::now() - optimizer_start).count();
 }
 
