@@ -90,8 +90,9 @@ struct ModelConfig {
   Kind kind = Kind::kAuto;                    // mlp, impala_cnn, or auto (by observation rank)
   std::vector<int64_t> hidden = {64, 64};     // MLP hidden layer widths
   Activation activation = Activation::kTanh;  // tanh or relu
-  // auto: actors and evaluation run an MLP policy on the CPU through the
-  // fused path (model/fast_mlp.h); off, and every other model: LibTorch.
+  // auto: an MLP policy on the CPU acts (actors, evaluation) and trains
+  // (forward, backward, Adam) through fused code (model/fast_mlp.h,
+  // fast_mlp_train.h, fast_adam.h); off, and every other model: LibTorch.
   FastPath fast_path = FastPath::kAuto;
 };
 

@@ -135,7 +135,8 @@ std::vector<Field> fields(Config& c) {
       {"model", "activation", choice(&c.model.activation), 0, 0, choices(c.model.activation),
        "MLP activation"},
       {"model", "fast_path", choice(&c.model.fast_path), 0, 0, choices(c.model.fast_path),
-       "auto: fused CPU inference for MLP policies (model/fast_mlp.h); off: LibTorch"},
+       "auto: MLP policies on the CPU act and train through fused code (model/fast_mlp.h); "
+       "off: LibTorch"},
 
       {"run", "name", &c.run.name, 0, 0, {}, "run name; empty = generated from the start time"},
       {"run", "dir", &c.run.dir, 0, 0, {}, "runs live in <dir>/<name>/"},
