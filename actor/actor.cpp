@@ -14,6 +14,7 @@
 #include "buffer/slot_view.h"
 #include "buffer/weight_slab.h"
 #include "envs/env.h"
+#include "model/fast_mlp.h"
 #include "model/policy.h"
 #include "model/sampling.h"
 #include "model/tensor_runtime.h"
@@ -54,12 +55,16 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   // Every (rank, actor) its own streams: several learners' nodes must not
   // step the same episodes.
   const int64_t stream = static_cast<int64_t>(o.rank) * 1'000'003 + o.actor_id;
-  torch::manual_seed(o.config.run.seed * 7919 + stream);
+  const int64_t sampling_seed = o.config.run.seed * 7919 + stream;
+  torch::manual_seed(sampling_seed);
   const int64_t T = o.config.actor.unroll_length, K = o.config.env.num_envs;
   auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + stream * 7 + 1);
   const EnvSpec& spec = env->spec();
   auto ring = buffer::Ring::attach(o.ring, buffer::unroll_spec_for(spec, o.config));
   PolicyNet model(model_spec_for(spec, o.config.model));
+  // The fused path (model/fast_mlp.h) where model.fast_path and the model
+  // allow it: same weights, a sampler seeded the same way; else LibTorch.
+  const auto fast = FastMlp::make_for(*model, spec, o.config.model.fast_path, sampling_seed);
   auto slab = buffer::WeightSlab::attach(o.slab, model->parameter_count());
   std::vector<float> flat(model->parameter_count());
   const size_t obs_row = spec.obs_bytes() * K;
@@ -67,7 +72,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
 
   std::vector<uint8_t> last_obs(obs_row), final_obs(obs_row);
   std::vector<float> env_actions(continuous ? K * spec.action_size : 0);
-  std::vector<float> running_return(K, 0.0f);
+  std::vector<float> running_return(K, 0.0f), final_values(K);
   std::vector<int32_t> running_length(K, 0);
   std::vector<float> keep(K);  // [K, 1]: 0 where an episode ended this step
   const at::Tensor keep_tensor = at::from_blob(keep.data(), {K, 1}, at::kFloat);
@@ -84,7 +89,11 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     const auto wait_start = Clock::now();
     if (slab->version() != version) {
       version = slab->read(flat.data());
-      model->read_flat(flat.data());
+      if (fast) {
+        fast->load(flat.data());  // `model` is not run: LibTorch's copies skipped
+      } else {
+        model->read_flat(flat.data());
+      }
     }
     auto slot = ring->claim(500ms);
     if (!slot) continue;
@@ -102,8 +111,6 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     bool stopped = false;
     for (int64_t t = 0; t < T && !stopped; ++t) {
       const auto policy_start = Clock::now();
-      const PolicyOutput policy =
-          model->forward(observation_tensor(obs + t * obs_row, spec, K), core);
       ActionsOut actions{.log_probs = out.behaviour_log_probs + t * K};
       if (continuous) {
         actions.continuous = out.continuous_actions + t * K * spec.action_size;
@@ -111,7 +118,13 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       } else {
         actions.discrete = out.discrete_actions + t * K;
       }
-      sample_actions(policy, spec, /*greedy=*/false, actions);
+      if (fast) {
+        fast->act(reinterpret_cast<const float*>(obs + t * obs_row), K, spec, /*greedy=*/false,
+                  actions);
+      } else {
+        sample_actions(model->forward(observation_tensor(obs + t * obs_row, spec, K), core), spec,
+                       /*greedy=*/false, actions);
+      }
       const void* step_actions =
           continuous ? static_cast<const void*>(env_actions.data()) : actions.discrete;
       const auto env_start = Clock::now();
@@ -140,12 +153,18 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       const auto env_end = Clock::now();
       env_time += env_end - env_start;
       if (any_truncated) {
-        // From the state after this step, before the reset: the final
-        // observation continues the episode that was cut.
-        CoreState continued = core;
-        at::Tensor v = model->forward(observation_tensor(final_obs.data(), spec, K), continued)
-                           .value.contiguous();
-        const float* value = v.data_ptr<float>();
+        at::Tensor v;
+        const float* value = final_values.data();
+        if (fast) {
+          fast->values(reinterpret_cast<const float*>(final_obs.data()), K, final_values.data());
+        } else {
+          // From the state after this step, before the reset: the final
+          // observation continues the episode that was cut.
+          CoreState continued = core;
+          v = model->forward(observation_tensor(final_obs.data(), spec, K), continued)
+                  .value.contiguous();
+          value = v.data_ptr<float>();
+        }
         for (int64_t k = 0; k < K; ++k) {
           if (truncated[t * K + k]) out.final_values[t * K + k] = value[k];
         }

@@ -89,12 +89,17 @@ struct ModelConfig {
   enum class Kind { kAuto, kMlp, kImpalaCnn };
   enum class Activation { kTanh, kRelu };
   enum class Core { kNone, kLstm };
+  enum class FastPath { kAuto, kOff };
 
   Kind kind = Kind::kAuto;                    // mlp, impala_cnn, or auto (by observation rank)
   std::vector<int64_t> hidden = {64, 64};     // MLP hidden layer widths
   Activation activation = Activation::kTanh;  // tanh or relu
   Core core = Core::kNone;                    // none (feed-forward) or lstm, after the torso
   int64_t core_hidden = 128;                  // the LSTM's state width (core = lstm)
+  // auto: an MLP policy on the CPU acts (actors, evaluation) and trains
+  // (forward, backward, Adam) through fused code (model/fast_mlp.h,
+  // fast_mlp_train.h, fast_adam.h); off, and every other model: LibTorch.
+  FastPath fast_path = FastPath::kAuto;
 };
 
 // The spelling of each choice in TOML, in enum order: the one list of them.
@@ -110,6 +115,7 @@ constexpr ChoiceNames<2> names_of(LossConfig::Reduction) { return {"mean", "sum"
 constexpr ChoiceNames<3> names_of(ModelConfig::Kind) { return {"auto", "mlp", "impala_cnn"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::Activation) { return {"tanh", "relu"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::Core) { return {"none", "lstm"}; }
+constexpr ChoiceNames<2> names_of(ModelConfig::FastPath) { return {"auto", "off"}; }
 
 // A choice as its config word ("rmsprop"), for messages; "?" for a value
 // outside the enum (validate() refuses those).

@@ -143,6 +143,9 @@ std::vector<Field> fields(Config& c) {
        4096,
        {},
        "the LSTM's hidden and cell state width (model.core = \"lstm\")"},
+      {"model", "fast_path", choice(&c.model.fast_path), 0, 0, choices(c.model.fast_path),
+       "auto: MLP policies on the CPU act and train through fused code (model/fast_mlp.h); "
+       "off: LibTorch"},
 
       {"run", "name", &c.run.name, 0, 0, {}, "run name; empty = generated from the start time"},
       {"run", "dir", &c.run.dir, 0, 0, {}, "runs live in <dir>/<name>/"},

@@ -138,13 +138,14 @@ TEST(ConfigTest, ChoicesAreEnumsReadAndPrintedAsTheirWords) {
   Config c =
       parse_config("[learner]\noptimizer = \"nadam\"\n[model]\nactivation = 'relu'\n", "test.toml",
                    {"learner.optimizer=rmsprop", "loss.kind=\"ppo\"", "loss.advantages=gae",
-                    "model.kind=impala_cnn", "learner.device=cpu"});
+                    "model.kind=impala_cnn", "learner.device=cpu", "model.fast_path=off"});
   EXPECT_EQ(c.learner.optimizer, LearnerConfig::Optimizer::kRmsprop)
       << "a later source replaces a word that named no choice";
   EXPECT_EQ(c.loss.kind, LossConfig::Kind::kPpo);
   EXPECT_EQ(c.loss.advantages, LossConfig::Advantages::kGae);
   EXPECT_EQ(c.model.kind, ModelConfig::Kind::kImpalaCnn);
   EXPECT_EQ(c.model.activation, ModelConfig::Activation::kRelu);
+  EXPECT_EQ(c.model.fast_path, ModelConfig::FastPath::kOff);
   EXPECT_EQ(c.learner.device, LearnerConfig::Device::kCpu);
   EXPECT_EQ(to_string(c.model.kind), "impala_cnn");
   EXPECT_EQ(to_string(LearnerConfig::LrSchedule::kConstant), "constant");

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "envs/env.h"
+#include "model/fast_mlp.h"
 #include "model/sampling.h"
 
 namespace pronghorn::learner {
@@ -28,7 +30,8 @@ void summarise(Evaluation& e) {
 }  // namespace
 
 Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_t episodes,
-                           bool greedy, uint64_t seed, const std::atomic<bool>* cancel) {
+                           bool greedy, uint64_t seed, const std::atomic<bool>* cancel,
+                           ModelConfig::FastPath fast_path) {
   EnvConfig config = env_config;
   config.num_envs = std::clamp<int64_t>(episodes, 1, kMaxEvalEnvs);
   auto env = envs::make_env(config, seed);
@@ -36,6 +39,9 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
   const int64_t k = env->num_envs();
   const bool discrete = spec.action_kind == ActionKind::kDiscrete;
   torch::InferenceMode inference;
+  const auto sampler_seed = static_cast<uint64_t>(
+      at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
+  const auto fast = FastMlp::make_for(*model, spec, fast_path, sampler_seed);
 
   std::vector<uint8_t> obs(spec.obs_bytes() * k);                           // [K, obs...]
   std::vector<float> rewards(k), continuous_actions(k * spec.action_size);  // [K], [K, D]
@@ -54,10 +60,14 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
       e.cancelled = true;
       break;
     }
-    const PolicyOutput out = model->forward(observation_tensor(obs.data(), spec, k), core);
-    sample_actions(out, spec, greedy,
-                   {.discrete = discrete ? discrete_actions.data() : nullptr,
-                    .clipped = discrete ? nullptr : continuous_actions.data()});
+    const ActionsOut into{.discrete = discrete ? discrete_actions.data() : nullptr,
+                          .clipped = discrete ? nullptr : continuous_actions.data()};
+    if (fast) {
+      fast->act(reinterpret_cast<const float*>(obs.data()), k, spec, greedy, into);
+    } else {
+      sample_actions(model->forward(observation_tensor(obs.data(), spec, k), core), spec, greedy,
+                     into);
+    }
     const void* actions =
         discrete ? static_cast<const void*>(discrete_actions.data()) : continuous_actions.data();
     env->step(actions, {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});

@@ -34,9 +34,12 @@ inline uint64_t evaluation_seed(uint64_t run_seed) { return run_seed * 100003 + 
 
 // Runs `model` (on the CPU) for `episodes` episodes of the env `env_config`
 // names, seeded with `seed`. Sampling draws from LibTorch's default
-// generator (the caller seeds it). Stops early, with `cancelled`, once
-// `cancel` (optional) is set. Throws the env's Error.
+// generator (the caller seeds it; on the fused path, model.fast_path =
+// `fast_path` (model/fast_mlp.h), one draw from it seeds the fused sampler).
+// Stops early, with `cancelled`, once `cancel` (optional) is set. Throws the
+// env's Error.
 Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_t episodes,
-                           bool greedy, uint64_t seed, const std::atomic<bool>* cancel = nullptr);
+                           bool greedy, uint64_t seed, const std::atomic<bool>* cancel = nullptr,
+                           ModelConfig::FastPath fast_path = ModelConfig::FastPath::kAuto);
 
 }  // namespace pronghorn::learner

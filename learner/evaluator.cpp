@@ -108,9 +108,9 @@ void Evaluator::evaluate() {
   model_->read_flat(snapshot_.parameters.data());
   EvalReport report;
   report.env_steps = snapshot_.env_steps;
-  report.result =
-      evaluate_policy(model_, config_.env, config_.run.eval_episodes, true,
-                      evaluation_seed(static_cast<uint64_t>(config_.run.seed)), &cancel_);
+  report.result = evaluate_policy(model_, config_.env, config_.run.eval_episodes, true,
+                                  evaluation_seed(static_cast<uint64_t>(config_.run.seed)),
+                                  &cancel_, config_.model.fast_path);
   if (!report.result.cancelled && report.result.mean > best_) {
     try {
       std::error_code ec;

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -146,6 +147,40 @@ TEST(ResumeTest, RestoresWeightsOptimizerRngAndCountersFromTheNewest) {
   original.trainer.learn(random_batch(4), 0.0);
   resumed.trainer.learn(random_batch(4), 0.0);
   EXPECT_EQ(resumed.weights(), original.weights());
+}
+
+// ‖a − b‖ (L2) over the flat parameters.
+double distance(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+  return std::sqrt(sum);
+}
+
+// A run trained on the fused MLP path (model.fast_path = auto,
+// model/fast_mlp_train.h) resumes on LibTorch (off), and one trained on
+// LibTorch resumes fused: the checkpoint carries the same parameters and
+// optimizer state either way, and the next step on the other path lands
+// where the original's does to float32 rounding (within 1% of the step).
+TEST(ResumeTest, ARunTrainedOnTheFusedPathResumesOnLibTorchAndBack) {
+  for (const std::string from : {"auto", "off"}) {
+    const std::string to = from == "auto" ? "off" : "auto";
+    const std::string dir = fresh_folder(("fast-path-" + from).c_str());
+    torch::manual_seed(5);
+    Learner original({"model.fast_path=" + from});
+    for (uint64_t step = 1; step <= 2; ++step) original.trainer.learn(random_batch(step), 0.0);
+    save_checkpoint(dir, snapshot(original, 2), 3);
+    torch::manual_seed(999);
+    Learner resumed({"model.fast_path=" + to});
+    resume_from_checkpoints(dir, resumed.trainer, resumed.config);
+    ASSERT_EQ(resumed.weights(), original.weights()) << from << " → " << to;
+    const std::vector<float> before = original.weights();
+    original.trainer.learn(random_batch(3), 0.0);
+    resumed.trainer.learn(random_batch(3), 0.0);
+    const double step = distance(original.weights(), before);
+    EXPECT_GT(step, 0.0);
+    EXPECT_LT(distance(resumed.weights(), original.weights()), 0.01 * step)
+        << from << " → " << to << ": step " << step;
+  }
 }
 
 TEST(ResumeTest, CraftedCandidatesAreSkippedForTheNewestThatFitsOrAllNamedInOneError) {

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/fast_adam.h"
+#include "model/fast_mlp_train.h"
 
 namespace pronghorn::learner {
 
@@ -106,7 +108,11 @@ StepStats Trainer::backward(const Batch& batch) {
                     "learner step: a recurrent model needs the batch's core_state");
     core = {b.core_state[0], b.core_state[1]};
   }
-  PolicyOutput out = model_->forward_sequence(b.obs, core, b.ended);
+  // A feed-forward model takes the fused MLP path (model/fast_mlp_train.h)
+  // where it applies.
+  PolicyOutput out = model_->recurrent()
+                         ? model_->forward_sequence(b.obs, core, b.ended)
+                         : policy_forward(*model_, b.obs.flatten(0, 1), c_.model.fast_path);
   at::Tensor logits = out.logits.view({T + 1, N, -1});
   at::Tensor values = out.value.view({T + 1, N});
   at::Tensor head = logits.slice(0, 0, T);
@@ -175,7 +181,14 @@ void Trainer::apply(StepStats& s, double progress) {
                                       : 1.0);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   s.learning_rate = lr;
-  optimizer_->step();
+  // Adam in one pass per tensor on the fused path (model/fast_adam.h), on
+  // LibTorch's optimizer state either way.
+  auto* adam = dynamic_cast<torch::optim::Adam*>(optimizer_.get());
+  if (adam != nullptr && c_.model.fast_path == ModelConfig::FastPath::kAuto) {
+    fused_adam_step(*adam);
+  } else {
+    optimizer_->step();
+  }
   s.optimizer_s = std::chrono::duration<double>(Clock::now() - optimizer_start).count();
 }
 

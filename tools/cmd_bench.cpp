@@ -6,6 +6,8 @@
 //                     (bench_collective.cpp)
 //   bench remote   unrolls/s through the actor gateway against the ring and raw
 //                  gRPC (bench_remote.cpp)
+//   bench policy   an actor's policy step, fused MLP path against LibTorch
+//                  (bench_policy.cpp)
 // Each thread steps its own K envs with actions drawn before timing starts.
 #include <fmt/format.h>
 
@@ -123,18 +125,20 @@ Command add_bench_command(CLI::App& app) {
   env->add_option("--seconds", args->seconds, "measuring time")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
-  std::function<void()> run_kernels, run_ring, run_collective, run_remote;
+  std::function<void()> run_kernels, run_ring, run_collective, run_remote, run_policy;
   CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
   CLI::App* ring = add_bench_ring(*bench, run_ring);
   CLI::App* collective = add_bench_collective(*bench, run_collective);
   CLI::App* remote = add_bench_remote(*bench, run_remote);
+  CLI::App* policy = add_bench_policy(*bench, run_policy);
   return {bench, [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective,
-                  remote, run_remote] {
+                  remote, run_remote, policy, run_policy] {
             if (env->parsed()) bench_env(*args);
             if (kernels->parsed()) run_kernels();
             if (ring->parsed()) run_ring();
             if (collective->parsed()) run_collective();
             if (remote->parsed()) run_remote();
+            if (policy->parsed()) run_policy();
           }};
 }
 

@@ -92,8 +92,8 @@ void run_eval(const EvalArgs& args) {
       args.seed.value_or(learner::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
   const int64_t episodes = args.episodes.value_or(config.run.eval_episodes);
   torch::manual_seed(seed);
-  const learner::Evaluation e =
-      learner::evaluate_policy(model, config.env, episodes, !args.sample, seed);
+  const learner::Evaluation e = learner::evaluate_policy(model, config.env, episodes, !args.sample,
+                                                         seed, nullptr, config.model.fast_path);
   const char* policy = args.sample ? "sampled" : "greedy";
   if (args.json) {
     std::cout << fmt::format(

@@ -1,0 +1,38 @@
+// The learner's forward pass through the fused MLP path (model.fast_path =
+// "auto"): PolicyNet's MLP torso and heads as one autograd function, each
+// layer one OpenBLAS sgemm over all rows plus one vectorised element-wise
+// pass (model/fast_mlp_loops.h), instead of several LibTorch ops and their
+// autograd nodes per layer.
+//
+//   forward:  obs [N, in] → layer by layer (activations kept) → [N, A + 1]
+//   backward: ∂/∂W = gᵀ·h, ∂/∂b = Σ g, ∂/∂h = g·W, layer by layer
+//
+// (Blocks of 256 rows with the activations recomputed in the backward pass
+// were tried first: at a CartPole batch of 1088 rows the extra forward made
+// it 0.9× LibTorch; BLAS over whole matrices is faster at every size tried.)
+//
+// The parameters stay PolicyNet's tensors and the optimizer LibTorch's, so
+// gradients land in the same .grad fields, clipping and the optimizer step
+// are unchanged, and a checkpoint is the same whichever path trained it.
+// Checked against PolicyNet in float64 by fast_mlp_train_test.cpp.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "core/config.h"
+#include "model/policy.h"
+
+namespace pronghorn {
+
+// Whether policy_forward() takes the fused path for `model` on `obs`: mode
+// auto, an MLP (no pixels, no parameters beyond the MLP's), float32
+// parameters and observations on the CPU.
+bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
+                            ModelConfig::FastPath mode);
+
+// model->forward(obs), through the fused path where it applies
+// (differentiable either way). obs: [N, obs...].
+PolicyOutput policy_forward(PolicyNetImpl& model, const at::Tensor& obs,
+                            ModelConfig::FastPath mode);
+
+}  // namespace pronghorn

@@ -1,0 +1,143 @@
+// `pronghorn bench policy`: an actor's inference step (policy forward and
+// sampling of K actions with their log-probs) with the fused MLP path
+// (model.fast_path = auto, model/fast_mlp.h) against LibTorch (off), in the
+// same run, on the env's observations, one thread; median of many steps.
+// Then the learner's model forward and backward both ways, at the row counts
+// of configs/cartpole.toml's batch (17 · 64) and bench-train's (33 · 1024).
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "core/config.h"
+#include "envs/env.h"
+#include "model/fast_mlp.h"
+#include "model/fast_mlp_train.h"
+#include "model/policy.h"
+#include "model/sampling.h"
+#include "model/tensor_runtime.h"
+#include "tools/cli.h"
+
+namespace pronghorn::cli {
+namespace {
+
+// Median wall time of `f` in microseconds over `repeats` calls after warm-up.
+double median_us(const std::function<void()>& f, int repeats) {
+  for (int i = 0; i < 10; ++i) f();
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    f();
+    times.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
+  return times[repeats / 2];
+}
+
+void bench_k(const EnvConfig& env_config, const ModelConfig& model_config, int64_t K, int repeats) {
+  EnvConfig config = env_config;
+  config.num_envs = K;
+  auto env = envs::make_env(config, 1);
+  const EnvSpec& spec = env->spec();
+  std::vector<uint8_t> obs(spec.obs_bytes() * K);
+  env->reset(obs.data());
+  PolicyNet model(model_spec_for(spec, model_config));
+  auto fast = FastMlp::make_for(*model, spec, ModelConfig::FastPath::kAuto, 1);
+  if (!fast) {
+    std::cout << fmt::format("bench policy: {}: the fused path does not run this model\n",
+                             spec.name);
+    return;
+  }
+  const bool continuous = spec.action_kind == ActionKind::kContinuous;
+  std::vector<int32_t> discrete(K);
+  std::vector<float> sample(K * spec.action_size), clipped(K * spec.action_size), log_probs(K);
+  ActionsOut into{.log_probs = log_probs.data()};
+  if (continuous) {
+    into.continuous = sample.data(), into.clipped = clipped.data();
+  } else {
+    into.discrete = discrete.data();
+  }
+  torch::InferenceMode inference;
+  const double stock = median_us(
+      [&] {
+        sample_actions(model->forward(observation_tensor(obs.data(), spec, K)), spec, false, into);
+      },
+      repeats);
+  const double fused = median_us(
+      [&] { fast->act(reinterpret_cast<const float*>(obs.data()), K, spec, false, into); },
+      repeats);
+  std::cout << fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.1f}× |\n", spec.name,
+                           K, stock, fused, 1e3 * stock / static_cast<double>(K),
+                           1e3 * fused / static_cast<double>(K), stock / fused);
+}
+
+// The learner's model forward and backward over `rows` observations (a
+// stand-in loss reaching every output), fused against LibTorch.
+void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config, int64_t rows,
+                   int repeats) {
+  EnvConfig config = env_config;
+  config.num_envs = 1;
+  const EnvSpec spec = envs::make_env(config, 1)->spec();
+  PolicyNet model(model_spec_for(spec, model_config));
+  std::vector<int64_t> shape = {rows};
+  shape.insert(shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
+  const at::Tensor obs = at::randn(shape);
+  auto step = [&](ModelConfig::FastPath mode) {
+    return median_us(
+        [&] {
+          model->zero_grad();
+          const PolicyOutput out = policy_forward(*model, obs, mode);
+          (out.logits.sum() + out.value.sum()).backward();
+        },
+        repeats);
+  };
+  const double stock = step(ModelConfig::FastPath::kOff);
+  const double fused = step(ModelConfig::FastPath::kAuto);
+  std::cout << fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.1f}× |\n", spec.name, rows, stock,
+                           fused, stock / fused);
+}
+
+}  // namespace
+
+CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
+  struct Args {
+    EnvConfig env;
+    ModelConfig model;
+    std::vector<int64_t> num_envs = {1, 32, 256, 4096};
+    int repeats = 2000;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* command =
+      bench.add_subcommand("policy", "An actor's policy step: the fused MLP path against LibTorch");
+  command->add_option("--env", args->env.name, "built-in env name")->capture_default_str();
+  command->add_option("--num-envs", args->num_envs, "K: rows per step, each size in turn")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command->add_option("--hidden", args->model.hidden, "MLP hidden widths")->capture_default_str();
+  command->add_option("--repeats", args->repeats, "timed steps per figure (median)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  run = [args] {
+    set_compute_threads(1);
+    std::cout << "| env | K | LibTorch µs/step | fused µs/step | LibTorch ns/row | fused ns/row "
+                 "| speed-up |\n|---|---:|---:|---:|---:|---:|---:|\n";
+    for (int64_t K : args->num_envs) bench_k(args->env, args->model, K, args->repeats);
+    std::cout << "\nlearner: model forward + backward\n\n| env | rows | LibTorch µs | fused µs "
+                 "| speed-up |\n|---|---:|---:|---:|---:|\n";
+    for (int64_t rows : {1088, 33792}) {
+      bench_learner(args->env, args->model, rows, std::max(3, args->repeats / 20));
+    }
+  };
+  return command;
+}
+
+}  // namespace pronghorn::cli
