@@ -4,14 +4,12 @@
 
 #include <cmath>
 
+#include "proto/json_string.h"
+
 namespace pronghorn {
-namespace {
 
-using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
-
-void append_string(std::string& out, const std::string& text) {
-  out += '"';
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
   for (unsigned char c : text) {
     if (c == '"' || c == '\\') {
       out += '\\';
@@ -22,8 +20,13 @@ void append_string(std::string& out, const std::string& text) {
       out += static_cast<char>(c);
     }
   }
-  out += '"';
+  return out + "\"";
 }
+
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
 
 void append_fields(std::string& out, const Message& m, const std::string& prefix) {
   const auto* descriptor = m.GetDescriptor();
@@ -33,7 +36,7 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
     const std::string key = prefix + f->name();
     if (f->is_repeated()) {  // messages only (Status.ranks): an array of flat objects
       if (out.back() != '{') out += ", ";
-      append_string(out, key);
+      out += json_string(key);
       out += ": [";
       for (int k = 0; k < reflection->FieldSize(m, f); ++k) {
         out += k > 0 ? ", {" : "{";
@@ -48,7 +51,7 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
       continue;
     }
     if (out.back() != '{') out += ", ";
-    append_string(out, key);
+    out += json_string(key);
     out += ": ";
     switch (f->cpp_type()) {
       case FieldDescriptor::CPPTYPE_UINT64:
@@ -72,7 +75,7 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
         break;
       }
       case FieldDescriptor::CPPTYPE_STRING:
-        append_string(out, reflection->GetString(m, f));
+        out += json_string(reflection->GetString(m, f));
         break;
       default:
         out += "null";

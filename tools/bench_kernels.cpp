@@ -18,25 +18,11 @@
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
 #include "model/tensor_runtime.h"
+#include "tools/bench_timing.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
 namespace {
-
-// Median wall time of `f` in microseconds over `repeats` calls after warm-up.
-double median_us(const std::function<void()>& f, int repeats) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    f();
-    times.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
-  }
-  std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
-  return times[repeats / 2];
-}
 
 // V-trace from logits with stock ops: a loop over time, as Python learners do.
 at::Tensor vtrace_stock(const at::Tensor& logits, const at::Tensor& actions,
@@ -91,11 +77,11 @@ void bench_shape(int64_t T, int64_t B, int64_t A, int repeats) {
         kernels::vtrace_from_logits(logits, actions, behaviour, discounts, rewards, values,
                                     bootstrap, params);
       },
-      repeats);
+      repeats, 3);
   double stock = median_us(
       [&] { vtrace_stock(logits, actions, behaviour, discounts, rewards, values, bootstrap); },
-      repeats);
-  report("vtrace", T, B, A, fused, stock, median_us(copy(vtrace_bytes), repeats));
+      repeats, 3);
+  report("vtrace", T, B, A, fused, stock, median_us(copy(vtrace_bytes), repeats, 3));
 
   // The loss reads logits, actions, 4 [T, B] floats; writes d logits, d values.
   size_t loss_bytes = sizeof(float) * (2 * n * A + 6 * n) + sizeof(int64_t) * n;
@@ -111,7 +97,7 @@ void bench_shape(int64_t T, int64_t B, int64_t A, int repeats) {
                                   options)
             .total.backward();
       },
-      repeats);
+      repeats, 3);
   double stock_loss = median_us(
       [&] {
         at::Tensor log_p = at::log_softmax(logits_param, -1);
@@ -122,9 +108,9 @@ void bench_shape(int64_t T, int64_t B, int64_t A, int repeats) {
                            0.01 * entropy.mean();
         total.backward();
       },
-      repeats);
+      repeats, 3);
   report("impala loss fwd+bwd", T, B, A, fused_loss, stock_loss,
-         median_us(copy(loss_bytes), repeats));
+         median_us(copy(loss_bytes), repeats, 3));
 }
 
 }  // namespace

@@ -22,25 +22,11 @@
 #include "model/policy.h"
 #include "model/sampling.h"
 #include "model/tensor_runtime.h"
+#include "tools/bench_timing.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
 namespace {
-
-// Median wall time of `f` in microseconds over `repeats` calls after warm-up.
-double median_us(const std::function<void()>& f, int repeats) {
-  for (int i = 0; i < 10; ++i) f();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    f();
-    times.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
-  }
-  std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
-  return times[repeats / 2];
-}
 
 void bench_k(const EnvConfig& env_config, const ModelConfig& model_config, int64_t K, int repeats) {
   EnvConfig config = env_config;
@@ -70,10 +56,10 @@ void bench_k(const EnvConfig& env_config, const ModelConfig& model_config, int64
       [&] {
         sample_actions(model->forward(observation_tensor(obs.data(), spec, K)), spec, false, into);
       },
-      repeats);
+      repeats, 10);
   const double fused = median_us(
-      [&] { fast->act(reinterpret_cast<const float*>(obs.data()), K, spec, false, into); },
-      repeats);
+      [&] { fast->act(reinterpret_cast<const float*>(obs.data()), K, spec, false, into); }, repeats,
+      10);
   std::cout << fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.1f}× |\n", spec.name,
                            K, stock, fused, 1e3 * stock / static_cast<double>(K),
                            1e3 * fused / static_cast<double>(K), stock / fused);
@@ -97,7 +83,7 @@ void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config,
           const PolicyOutput out = policy_forward(*model, obs, mode);
           (out.logits.sum() + out.value.sum()).backward();
         },
-        repeats);
+        repeats, 10);
   };
   const double stock = step(ModelConfig::FastPath::kOff);
   const double fused = step(ModelConfig::FastPath::kAuto);

@@ -19,6 +19,7 @@
 #include "learner/checkpoint.h"
 #include "learner/evaluation.h"
 #include "model/policy.h"
+#include "proto/json_string.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -35,22 +36,6 @@ struct EvalArgs {
   bool json = false;
   std::optional<uint64_t> seed;
 };
-
-// The JSON string of `text` (quotes, backslashes and control characters escaped).
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 // The checkpoint file `path` names: itself, or a run directory's best, else newest.
 std::string checkpoint_of(const std::string& path) {
