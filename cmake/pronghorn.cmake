@@ -21,11 +21,18 @@ function(pronghorn_library name)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 endfunction()
 
-# pronghorn_test(<name> SOURCES ... DEPS ...): a GoogleTest binary registered with ctest.
+# pronghorn_test(<name> SOURCES ... DEPS ...): a GoogleTest binary registered
+# with ctest. Its main() (core/testing/test_main.cpp) also removes what a
+# passing test left in the temporary directory.
 function(pronghorn_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT TARGET pronghorn_test_main)
+    add_library(pronghorn_test_main STATIC ${PROJECT_SOURCE_DIR}/core/testing/test_main.cpp)
+    target_link_libraries(pronghorn_test_main PUBLIC GTest::gtest)
+    target_compile_options(pronghorn_test_main PRIVATE ${PRONGHORN_WARNINGS})
+  endif()
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest pronghorn_test_main)
   target_compile_options(${name} PRIVATE ${PRONGHORN_WARNINGS})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()
