@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/losses_cuda.h"
@@ -71,7 +72,7 @@ void loss_row(bool gaussian, int64_t T, int64_t B, int64_t A, int repeats) {
   const double head_out = gaussian ? n * A * 2 * 4 : n * A * 4;
   const double bytes = head_in + n * 4 * 4 + head_out + n * 4 + n * 6 * 4;
   row(
-      gaussian ? "Gaussian PPO" : "categ. PPO", T, B, A, bytes,
+      gaussian ? "Gaussian" : "categorical", T, B, A, bytes,
       [&] {
         check(gaussian ? kernels::cuda::gaussian_loss(in, p, out.view(), nullptr)
                        : kernels::cuda::categorical_loss(in, p, out.view(), nullptr),
@@ -84,8 +85,9 @@ void loss_row(bool gaussian, int64_t T, int64_t B, int64_t A, int repeats) {
 
 void run_kernel_timings(int repeats) {
   std::printf(
-      "timings: median of %d after %d warm-up runs (CUDA events); MB = bytes the kernel must "
-      "read + write;\n  copy = cudaMemcpyDeviceToDevice of MB/2 (same bytes read + written); "
+      "timings: median of %d after %d warm-up runs (CUDA events); losses are PPO; MB = bytes the "
+      "kernel must read + write;\n  copy = cudaMemcpyDeviceToDevice of MB/2 (same bytes read + "
+      "written); "
       "ratio = copy time / kernel time (1.0 = at copy bandwidth)\n",
       repeats, kWarmup);
   std::printf("  %-12s %3s %6s %3s %9s %10s %9s %10s %9s %7s\n", "kernel", "T", "B", "A", "MB",

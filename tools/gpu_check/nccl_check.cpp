@@ -13,7 +13,9 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
