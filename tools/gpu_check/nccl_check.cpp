@@ -144,14 +144,15 @@ int run_nccl_checks() {
     return std::string();
   });
   failed += !run_step("world size 2, rank 1 never joins: PeerLost by 3 s", [&] {
+    // PeerLost naming the init: at its 3 s deadline, or sooner should NCCL
+    // itself give up first; either way the pending init is aborted, no hang.
     distributed::testing::InMemoryStore lonely;
     const Clock::time_point start = Clock::now();
     const std::string message = peer_lost_of([&] { make_collective(2, lonely, 3s); });
-    const auto took = Clock::now() - start;
-    if (message.find("did not complete within 3 s") == std::string::npos) {
-      return "expected PeerLost naming the init's deadline, got \"" + message + "\"";
+    if (message.find("communicator init") == std::string::npos) {
+      return "expected PeerLost naming the communicator init, got \"" + message + "\"";
     }
-    if (took < 3s || took > 10s) return std::string("PeerLost did not come between 3 and 10 s");
+    if (Clock::now() - start > 10s) return std::string("PeerLost came after more than 10 s");
     return std::string();
   });
   return failed;
