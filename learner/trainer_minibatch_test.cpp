@@ -3,7 +3,8 @@
 // minibatches are the four optimizer steps a naive float64 reference takes
 // by hand over the same columns (GAE once from the starting weights,
 // advantages normalised per minibatch, PPO's loss, clipping, Adam); and on a
-// second pass PPO's clip cuts the policy gradient of the samples it clips.
+// second pass PPO's clip cuts the policy gradient of the samples it clips;
+// an LSTM's minibatch carries its columns' state and ended flags.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -272,6 +273,45 @@ TEST(TrainerPlanTest, ABatchItsMinibatchesDoNotDivideIsRefused) {
     FAIL() << "6 columns split in 4";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("learner.minibatches = 4"), std::string::npos) << e.what();
+  }
+}
+
+// An LSTM's minibatch carries its columns' stored state and ended flags: its
+// step is the single step on those columns alone.
+TEST(TrainerPlanTest, ARecurrentMinibatchCarriesItsColumnsStateAndEnds) {
+  const std::vector<std::string> lstm = {"learner.device=cpu", "model.core=lstm",
+                                         "model.core_hidden=6"};
+  std::vector<std::string> split = lstm;
+  split.push_back("learner.minibatches=2");
+  const int64_t N = 6;
+  Batch b = random_batch(N, 15);
+  b.ended = (torch::rand({kT, N}) < 0.3).to(at::kByte);
+  b.core_state = torch::randn({2, N, 6});
+  torch::manual_seed(8);
+  Trainer t(load_config("", split), cartpole());
+  torch::manual_seed(8);
+  Trainer single(load_config("", lstm), cartpole());
+  t.start_batch(b);
+  for (int64_t step = 0; step < 2; ++step) {
+    const at::Tensor cols = t.step_columns(step);
+    ASSERT_EQ(cols.numel(), N / 2);
+    Batch part;
+    part.obs = b.obs.index_select(1, cols);
+    part.actions = b.actions.index_select(1, cols);
+    part.rewards = b.rewards.index_select(1, cols);
+    part.discounts = b.discounts.index_select(1, cols);
+    part.truncated = b.truncated.index_select(1, cols);
+    part.final_values = b.final_values.index_select(1, cols);
+    part.behaviour_log_probs = b.behaviour_log_probs.index_select(1, cols);
+    part.ended = b.ended.index_select(1, cols);
+    part.core_state = b.core_state.index_select(1, cols);
+    const StepStats got = t.backward_step(step);
+    const StepStats want = single.backward(part);
+    EXPECT_EQ(got.total, want.total) << "step " << step;
+    const std::vector<at::Tensor> g = gradients(t), w = gradients(single);
+    for (size_t i = 0; i < g.size(); ++i) {
+      EXPECT_TRUE(torch::equal(g[i], w[i])) << "step " << step << ", parameter " << i;
+    }
   }
 }
 
