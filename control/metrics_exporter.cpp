@@ -61,10 +61,11 @@ class StatusCollector final : public prometheus::Collectable {
             static_cast<double>(s.env_steps()));
     gauge("pronghorn_env_steps_per_second", "Trained env steps per second, last report interval.",
           s.sps());
-    counter("pronghorn_learner_steps_total", "Optimizer steps since the run began.",
+    counter("pronghorn_learner_steps_total",
+            "Learner steps (batches trained on) since the run began.",
             static_cast<double>(s.learner_steps()));
-    gauge("pronghorn_learner_steps_per_second", "Optimizer steps per second, last report interval.",
-          s.learner_steps_per_s());
+    gauge("pronghorn_learner_steps_per_second",
+          "Learner steps (batches) per second, last report interval.", s.learner_steps_per_s());
     gauge("pronghorn_policy_version", "Version of the weights actors read.",
           static_cast<double>(s.policy_version()));
     counter("pronghorn_episodes_total", "Finished episodes since the run began.",

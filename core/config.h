@@ -61,6 +61,18 @@ struct LearnerConfig {
   double max_grad_norm = 40.0;
   Device device = Device::kAuto;  // auto: CUDA when present, else CPU
   int64_t threads = 0;            // LibTorch intra-op threads; 0 = cores left after actors
+  // Samples used more than once: each batch is trained on for `epochs`
+  // passes, each pass split into `minibatches` optimizer steps over a fresh
+  // random permutation of the batch's B·K columns (env trajectories; T+1
+  // rows and an LSTM's state stay together), seeded from run.seed.
+  // minibatches must divide B·K. The policy version advances once per batch
+  // (weights published after the last pass), so max_policy_lag counts
+  // publications; learner_steps counts batches, optimizer_steps steps.
+  // PPO on GAE computes advantages and returns once per batch before the
+  // first pass; V-trace (IMPALA, PPO on vtrace) recomputes them per
+  // minibatch from the current model, against the actors' log-probs.
+  int64_t epochs = 1;
+  int64_t minibatches = 1;
 };
 
 struct LossConfig {
@@ -83,6 +95,8 @@ struct LossConfig {
   double baseline_cost = 0.5;
   double entropy_cost = 0.01;
   Reduction reduction = Reduction::kMean;  // over the T·B samples of a batch: mean or sum
+  // Advantages to mean 0, std 1 over each minibatch before the policy loss.
+  bool normalize_advantages = false;
 };
 
 struct ModelConfig {

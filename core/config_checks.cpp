@@ -117,6 +117,13 @@ void config_schema::check_combinations(const Config& c) {
         "write while the learner holds a batch",
         c.learner.batch_size, c.learner.ring_slots));
   }
+  if (const int64_t columns = c.learner.batch_size * c.env.num_envs;
+      columns % c.learner.minibatches != 0) {
+    fail(fmt::format(
+        "learner.minibatches = {}: expected a divisor of the batch's columns, learner.batch_size "
+        "× env.num_envs = {} × {} = {}",
+        c.learner.minibatches, c.learner.batch_size, c.env.num_envs, columns));
+  }
   if (c.loss.advantages == LossConfig::Advantages::kGae && c.loss.kind != LossConfig::Kind::kPpo) {
     fail(
         fmt::format("loss.advantages = \"gae\": expected loss.kind = \"ppo\" (is {}); the "

@@ -164,6 +164,24 @@ TEST(ConfigTest, UnknownChoiceIsRefusedInTableOrderWithOtherRanges) {
   EXPECT_THROW(validate(c), UsageError);
 }
 
+// learner.minibatches splits the batch's B·K columns: it must divide them.
+TEST(ConfigTest, MinibatchesThatDoNotDivideTheBatchAreRefusedNamingTheKeys) {
+  expect_names(config_error_of("", {"learner.minibatches=3"}),
+               {"learner.minibatches = 3", "learner.batch_size", "env.num_envs", "= 64"});
+  expect_names(config_error_of("", {"learner.minibatches=0"}), {"learner.minibatches = 0"});
+  expect_names(config_error_of("", {"learner.epochs=0"}), {"learner.epochs = 0"});
+  const Config c =
+      parse_config("", "test.toml",
+                   {"learner.epochs=4", "learner.minibatches=8", "loss.normalize_advantages=true"});
+  EXPECT_EQ(c.learner.epochs, 4);
+  EXPECT_EQ(c.learner.minibatches, 8);
+  EXPECT_TRUE(c.loss.normalize_advantages);
+  const Config defaults = load_config("", {});
+  EXPECT_EQ(defaults.learner.epochs, 1);
+  EXPECT_EQ(defaults.learner.minibatches, 1);
+  EXPECT_FALSE(defaults.loss.normalize_advantages);
+}
+
 TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
   expect_names(config_error_of("", {"learner.batch_size=32", "learner.ring_slots=16"}),
                {"learner.batch_size = 32", "learner.ring_slots = 16"});

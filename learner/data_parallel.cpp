@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -118,6 +119,33 @@ ClusterStep DataParallel::reduce(const LocalStep& mine) {
     offset += p.numel();
   }
   return step;
+}
+
+ClusterStep DataParallel::learn(const Batch* batch, LocalStep mine, double progress,
+                                StepStats& stats) {
+  const int64_t steps = trainer_.steps_per_batch();
+  const int64_t minibatches = steps / trainer_.epochs();
+  if (batch != nullptr) trainer_.start_batch(*batch);
+  mine.samples = batch != nullptr ? static_cast<uint64_t>(batch->rewards.numel() / minibatches) : 0;
+  ClusterStep cluster;
+  for (int64_t i = 0; i < steps; ++i) {
+    StepStats s = batch != nullptr ? trainer_.backward_step(i) : StepStats{};
+    mine.loss_finite = std::isfinite(s.total);
+    const auto reduce_start = std::chrono::steady_clock::now();
+    cluster = reduce(mine);
+    s.allreduce_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
+    // The same on every rank, and at the first step: every rank's batch or
+    // none lasts the whole plan.
+    if (cluster.samples == 0) {
+      stats.allreduce_s += s.allreduce_s;
+      return cluster;
+    }
+    trainer_.apply(s, progress);
+    stats.add(s);
+  }
+  cluster.samples *= static_cast<uint64_t>(minibatches);
+  return cluster;
 }
 
 // NCCL reads and writes device memory only: host data goes through a device

@@ -1,7 +1,8 @@
 // Several learners training one model, data-parallel (docs/architecture.md
 // §2): each rank learns on its own node's batches and the ranks sum their
-// gradients in one all-reduce per step, so every replica takes the same
-// optimizer step and stays identical.
+// gradients in one all-reduce per optimizer step (learner.epochs ×
+// learner.minibatches of them per batch), so every replica takes the same
+// optimizer steps and stays identical.
 //
 // The step's one collective call carries, after the flat gradients, each
 // rank's sample count n, its votes and its status row:
@@ -77,6 +78,16 @@ class DataParallel {
   // cluster's gradient in the parameters' .grad. A non-finite local loss
   // poisons the sum, so that every rank's apply() refuses the step together.
   ClusterStep reduce(const LocalStep& mine);
+
+  // One batch on every rank together: for each of trainer.steps_per_batch()
+  // optimizer steps (learner.epochs × learner.minibatches, the same on every
+  // rank), backward on this rank's minibatch (none when `batch` is null: it
+  // enters with 0 samples), reduce() and apply(). So every rank makes the
+  // same collective calls whether it had a batch or not. `mine` brings the
+  // votes and row (its samples are set here). Returns the decisions, with
+  // samples over the whole batches; with 0, nobody had a batch and nothing
+  // was applied. `stats` gets each step's stats add()ed.
+  ClusterStep learn(const Batch* batch, LocalStep mine, double progress, StepStats& stats);
 
   // FNV-1a 64 of this rank's parameters: equal on every rank between steps.
   uint64_t parameter_checksum();

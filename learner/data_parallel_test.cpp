@@ -265,5 +265,35 @@ TEST(DataParallelTest, ANonFiniteLossOnOneRankStopsEveryRanksStepAndLeavesTheWei
   }
 }
 
+// Two minibatches a batch: every rank makes the same two reduce calls, the
+// rank with no batch too, and the replicas end equal, with the steps one
+// learner takes alone on the only batch (each minibatch's gradient through
+// the all-reduce: ·n / n, so float32-close, not bitwise).
+TEST(DataParallelTest, MinibatchesWithOneRankWithoutABatchKeepTheReplicasEqual) {
+  Job job(2, "mean", [](int) { return uint64_t{7}; }, {"learner.minibatches=2"});
+  torch::manual_seed(7);
+  Trainer alone(job.config, cartpole());
+  const Batch b = random_batch(4, 600);
+  const std::vector<float> before = weights(*job.trainers[0]);
+  std::vector<ClusterStep> steps(2);
+  std::vector<StepStats> stats(2);
+  job.on_every_rank([&](int r) {
+    steps[r] = job.parallel[r]->learn(r == 0 ? &b : nullptr, LocalStep{}, 0.0, stats[r]);
+  });
+  const StepStats want = alone.learn(b, 0.0);
+  const std::vector<float> expected = weights(alone);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(steps[r].samples, samples_of(b)) << "rank " << r;
+    EXPECT_EQ(stats[r].optimizer_steps, 2) << "rank " << r;
+    EXPECT_EQ(weights(*job.trainers[r]), weights(*job.trainers[0])) << "rank " << r;
+  }
+  EXPECT_NE(weights(*job.trainers[0]), before);
+  EXPECT_EQ(want.optimizer_steps, 2);
+  const std::vector<float> got = weights(*job.trainers[0]);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], expected[i], 1e-5) << "weight " << i;
+  }
+}
+
 }  // namespace
 }  // namespace pronghorn::learner

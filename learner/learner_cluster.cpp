@@ -35,20 +35,15 @@ void Learner::Loop::share_initial_state() {
                rank_, parallel_->world_size(), counters.env_steps, counters.policy_version);
 }
 
-// One step of every rank together (data_parallel.h): this rank's gradients
-// (none without a batch), the all-reduce, and the same optimizer step
-// everywhere. Counters advance by the cluster's samples.
+// One batch of every rank together (data_parallel.h): per optimizer step,
+// this rank's gradients (none without a batch), the all-reduce, and the same
+// optimizer step everywhere; the weights published once after the last.
+// Counters advance by the cluster's samples.
 ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared) {
-  StepStats step;
-  uint64_t samples = 0;
-  if (prepared) {
-    stats_.stage_time.learner_batch_s += prepared->batch_s;
-    step = trainer_.backward(prepared->batch);
-    samples = static_cast<uint64_t>(T_ * K_ * B_);
-  }
+  if (prepared) stats_.stage_time.learner_batch_s += prepared->batch_s;
+  const uint64_t samples = prepared ? static_cast<uint64_t>(T_ * K_ * B_) : 0;
   // Rank 0 evaluates: its evaluation reaching the target stops every rank.
   const bool target_here = eval_reached_target_ && training_at_target();
-  const auto reduce_start = Clock::now();
   RankRow row{.sps = stats_.local_sps,
               .allreduce_s = stats_.last_allreduce_s,
               .local_env_steps = stats_.local_env_steps,
@@ -56,19 +51,19 @@ ClusterStep Learner::Loop::learn_together(std::optional<PreparedBatch>& prepared
               .actors_desired = static_cast<uint32_t>(supervisor_->desired()),
               .ring_occupancy = static_cast<uint32_t>(ring_->counters().ready),
               .control_port = static_cast<uint32_t>(board_.control_port())};
+  StepStats step;
   ClusterStep cluster =
-      parallel_->reduce({.samples = samples,
-                         .loss_finite = std::isfinite(step.total),
-                         .stop = stop_.load() || stop_requested_,
-                         .stop_now = stop_requested_ && !checkpoint_at_stop_,
-                         .target = target_here,
-                         .target_return = target_here ? stats_.eval_return_mean : 0.0,
-                         .row = row});
+      parallel_->learn(prepared ? &prepared->batch : nullptr,
+                       {.stop = stop_.load() || stop_requested_,
+                        .stop_now = stop_requested_ && !checkpoint_at_stop_,
+                        .target = target_here,
+                        .target_return = target_here ? stats_.eval_return_mean : 0.0,
+                        .row = row},
+                       static_cast<double>(stats_.env_steps) / c_.run.total_steps, step);
   if (rank_ == 0) rank_rows_ = make_rank_rows(cluster.rows, o_.rank_nodes, o_.rank_hosts);
-  stats_.stage_time.learner_allreduce_s += seconds(Clock::now() - reduce_start);
-  stats_.last_allreduce_s = seconds(Clock::now() - reduce_start);
+  stats_.stage_time.learner_allreduce_s += step.allreduce_s;
+  stats_.last_allreduce_s = step.allreduce_s;
   if (cluster.samples == 0) return cluster;  // nobody had a batch: no step anywhere
-  trainer_.apply(step, static_cast<double>(stats_.env_steps) / c_.run.total_steps);
   const auto publish_start = Clock::now();
   trainer_.model()->write_flat(flat_.data());
   version_ = slab_->publish(flat_.data());

@@ -15,6 +15,7 @@ void RunStats::add(const Batch& b, const StepStats& step, size_t taken_unrolls, 
   stage_time.learner_optimizer_s += step.optimizer_s;
   env_steps += steps;
   ++learner_steps;
+  optimizer_steps += static_cast<uint64_t>(step.optimizer_steps);
   unrolls += taken_unrolls;
   lag_sum += b.lag_sum;
   lag_max = std::max(lag_max, b.lag_max);

@@ -31,6 +31,7 @@ struct RunStats {
   uint64_t env_steps = 0, learner_steps = 0, episodes = 0;  // since the run began
   uint64_t unrolls = 0, lag_sum = 0, lag_max = 0;           // since this learner started
   uint64_t local_env_steps = 0;        // trained here; env_steps counts every rank's
+  uint64_t optimizer_steps = 0;        // since this learner started; several per learner step
   double last_allreduce_s = 0;         // several learners: the last step's all-reduce
   uint64_t untrained_unrolls = 0;      // taken after the run finished, not trained on
   std::deque<float> recent;            // returns of the last episodes
@@ -48,7 +49,8 @@ struct RunStats {
   double eval_return_std = std::numeric_limits<double>::quiet_NaN();
   uint64_t eval_episodes = 0, eval_env_steps = 0;
 
-  // One learner step on `b` (`taken_unrolls` unrolls, `steps` env steps).
+  // One learner step (one batch, step.optimizer_steps optimizer steps) on
+  // `b` (`taken_unrolls` unrolls, `steps` env steps).
   void add(const Batch& b, const StepStats& step, size_t taken_unrolls, uint64_t steps);
   bool has_full_window() const { return recent.size() >= kRecentEpisodes; }
   double return_mean() const;

@@ -33,6 +33,7 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   s.set_sps(stats.sps);
   s.set_learner_steps_per_s(stats.learner_steps_per_s);
   s.set_learner_steps(stats.learner_steps);
+  s.set_optimizer_steps(stats.optimizer_steps);
   s.set_policy_version(live.policy_version);
   s.set_episodes(stats.episodes);
   auto* returns = s.mutable_episode_return();

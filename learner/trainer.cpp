@@ -1,5 +1,7 @@
 #include "learner/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +15,31 @@
 namespace pronghorn::learner {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The columns `columns` of every field of `b`: an env's T+1 rows, its ended
+// flags and its core's state stay together.
+Batch columns_of(const Batch& b, const at::Tensor& columns) {
+  Batch m;
+  const auto pick = [&](const at::Tensor& t) { return t.index_select(1, columns); };
+  m.obs = pick(b.obs);
+  m.actions = pick(b.actions);
+  m.rewards = pick(b.rewards);
+  m.discounts = pick(b.discounts);
+  m.truncated = pick(b.truncated);
+  m.final_values = pick(b.final_values);
+  m.behaviour_log_probs = pick(b.behaviour_log_probs);
+  if (b.core_state.defined()) {
+    m.ended = pick(b.ended);
+    m.core_state = pick(b.core_state);  // [2, N, H]
+  }
+  return m;
+}
 
 at::Device learner_device(LearnerConfig::Device setting) {
   const bool cuda = torch::cuda::is_available();
@@ -33,7 +60,10 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
       model_(model_spec_for(spec, c.model)),
       continuous_(spec.action_kind == ActionKind::kContinuous),
       use_gae_(c.loss.kind == LossConfig::Kind::kPpo &&
-               c.loss.advantages == LossConfig::Advantages::kGae) {
+               c.loss.advantages == LossConfig::Advantages::kGae),
+      epochs_(c.learner.epochs),
+      minibatches_(c.learner.minibatches),
+      permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))) {
   model_->to(device_);  // before the optimizer takes its parameters
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
                     static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
@@ -52,6 +82,33 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
     optimizer_ = std::make_unique<torch::optim::Adam>(
         model_->parameters(), torch::optim::AdamOptions(lr).eps(c.learner.adam_eps));
   }
+}
+
+void StepStats::add(const StepStats& step) {
+  ++optimizer_steps;
+  const double n = static_cast<double>(optimizer_steps);
+  const auto mean = [&](double& into, double x) { into += (x - into) / n; };
+  mean(total, step.total);
+  mean(policy, step.policy);
+  mean(value, step.value);
+  mean(entropy, step.entropy);
+  mean(grad_norm, step.grad_norm);
+  mean(learning_rate, step.learning_rate);
+  forward_s += step.forward_s;
+  backward_s += step.backward_s;
+  optimizer_s += step.optimizer_s;
+  allreduce_s += step.allreduce_s;
+}
+
+StepStats Trainer::learn(const Batch& batch, double progress) {
+  start_batch(batch);
+  StepStats stats;
+  for (int64_t step = 0; step < steps_per_batch(); ++step) {
+    StepStats s = backward_step(step);
+    apply(s, progress);
+    stats.add(s);
+  }
+  return stats;
 }
 
 std::string Trainer::optimizer_state() {
@@ -91,28 +148,86 @@ Batch Trainer::on_device(const Batch& cpu) const {
   return b;
 }
 
-StepStats Trainer::backward(const Batch& batch) {
-  using Clock = std::chrono::steady_clock;
-  const auto seconds_since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  };
-  const auto forward_start = Clock::now();
-  const Batch b = on_device(batch);
-  const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
-  // [(T+1)·N] outputs. A recurrent core runs through the T+1 steps from the
-  // actors' stored state, zeroed after each step that ended an episode, so
-  // the bootstrap row T has the state its step had on the actor.
-  CoreState core;
-  if (model_->recurrent()) {
-    PRONGHORN_CHECK(b.core_state.defined(),
-                    "learner step: a recurrent model needs the batch's core_state");
-    core = {b.core_state[0], b.core_state[1]};
+void Trainer::start_batch(const Batch& batch) {
+  const auto start = Clock::now();
+  batch_ = on_device(batch);
+  const int64_t N = batch_.rewards.size(1);
+  PRONGHORN_CHECK(N % minibatches_ == 0, "learner step: learner.minibatches = ", minibatches_,
+                  " does not divide the batch's ", N, " columns");
+  columns_.clear();
+  for (int64_t e = 0; e < epochs_; ++e) {
+    const at::Tensor order =
+        minibatches_ == 1 ? at::arange(N, at::kLong) : at::randperm(N, permutations_, at::kLong);
+    const at::Tensor on = order.to(device_);
+    const int64_t size = N / minibatches_;
+    for (int64_t m = 0; m < minibatches_; ++m) {
+      columns_.push_back(on.slice(0, m * size, (m + 1) * size));
+    }
   }
-  // A feed-forward model takes the fused MLP path (model/fast_mlp_train.h)
-  // where it applies.
-  PolicyOutput out = model_->recurrent()
-                         ? model_->forward_sequence(b.obs, core, b.ended)
-                         : policy_forward(*model_, b.obs.flatten(0, 1), c_.model.fast_path);
+  batch_advantages_ = batch_targets_ = at::Tensor();
+  // Standard PPO: GAE from the weights the batch starts with, kept for every
+  // pass. With one step it comes from that step's own forward, the same
+  // weights.
+  if (use_gae_ && !continuous_ && steps_per_batch() > 1) {
+    at::NoGradGuard no_grad;
+    const int64_t T = batch_.rewards.size(0);
+    PolicyOutput out = forward(batch_);
+    const at::Tensor logits = out.logits.view({T + 1, N, -1});
+    const at::Tensor values = out.value.view({T + 1, N});
+    auto r =
+        kernels::gae_from_logits(logits.slice(0, 0, T), batch_.actions, batch_.behaviour_log_probs,
+                                 batch_.discounts, batch_.rewards, values.slice(0, 0, T), values[T],
+                                 vtrace_params_, {batch_.truncated, batch_.final_values});
+    batch_advantages_ = r.advantages, batch_targets_ = r.returns;
+  }
+  start_s_ = seconds_since(start);
+}
+
+const at::Tensor& Trainer::step_columns(int64_t step) const {
+  PRONGHORN_ASSERT(step >= 0 && step < static_cast<int64_t>(columns_.size()),
+                   "a step of the started batch");
+  return columns_[static_cast<size_t>(step)];
+}
+
+StepStats Trainer::backward_step(int64_t step) {
+  const auto start = Clock::now();
+  const at::Tensor& columns = step_columns(step);
+  StepStats s;
+  if (minibatches_ == 1) {
+    s = backward_on(batch_, batch_advantages_, batch_targets_);
+  } else {
+    const auto pick = [&](const at::Tensor& t) {
+      return t.defined() ? t.index_select(1, columns) : t;
+    };
+    s = backward_on(columns_of(batch_, columns), pick(batch_advantages_), pick(batch_targets_));
+  }
+  s.forward_s = seconds_since(start) - s.backward_s;
+  if (step == 0) s.forward_s += start_s_;
+  return s;
+}
+
+StepStats Trainer::backward(const Batch& batch) {
+  const auto start = Clock::now();
+  StepStats s = backward_on(on_device(batch), at::Tensor(), at::Tensor());
+  s.forward_s = seconds_since(start) - s.backward_s;
+  return s;
+}
+
+// [(T+1)·N] outputs. A recurrent core runs through the T+1 steps from the
+// actors' stored state, zeroed after each step that ended an episode, so the
+// bootstrap row T has the state its step had on the actor. A feed-forward
+// model takes the fused MLP path (model/fast_mlp_train.h) where it applies.
+PolicyOutput Trainer::forward(const Batch& b) {
+  if (!model_->recurrent()) return policy_forward(*model_, b.obs.flatten(0, 1), c_.model.fast_path);
+  PRONGHORN_CHECK(b.core_state.defined(),
+                  "learner step: a recurrent model needs the batch's core_state");
+  CoreState core{b.core_state[0], b.core_state[1]};
+  return model_->forward_sequence(b.obs, core, b.ended);
+}
+
+StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets) {
+  const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
+  PolicyOutput out = forward(b);
   at::Tensor logits = out.logits.view({T + 1, N, -1});
   at::Tensor values = out.value.view({T + 1, N});
   at::Tensor head = logits.slice(0, 0, T);
@@ -121,11 +236,12 @@ StepStats Trainer::backward(const Batch& batch) {
   const kernels::VtraceParams& vp = vtrace_params_;
   // Gaussian heads: the log-std of steps 0 … T−1, [T, N, D].
   at::Tensor log_std = continuous_ ? out.log_std.view({T + 1, N, -1}).slice(0, 0, T) : at::Tensor();
-  at::Tensor advantages, targets;
   {
     at::NoGradGuard no_grad;
     at::Tensor bootstrap = values[T].detach();
-    if (continuous_) {
+    if (advantages.defined()) {
+      // Given: GAE computed once for the batch (start_batch).
+    } else if (continuous_) {
       at::Tensor log_rhos =
           (gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs).detach();
       auto r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v.detach(),
@@ -142,6 +258,10 @@ StepStats Trainer::backward(const Batch& batch) {
                                       b.rewards, v.detach(), bootstrap, vp, truncation);
       advantages = r.pg_advantages, targets = r.vs;
     }
+    if (c_.loss.normalize_advantages) {
+      // The population std: a one-sample minibatch gets advantage 0, not NaN.
+      advantages = (advantages - advantages.mean()) / (advantages.std(/*unbiased=*/false) + 1e-8);
+    }
   }
   kernels::LossResult loss =
       continuous_ ? kernels::gaussian_loss(head, log_std, v, b.actions, b.behaviour_log_probs,
@@ -149,7 +269,6 @@ StepStats Trainer::backward(const Batch& batch) {
                   : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs, advantages,
                                               targets, loss_options_);
   StepStats s;
-  s.forward_s = seconds_since(forward_start);
   const auto backward_start = Clock::now();
   optimizer_->zero_grad();
   loss.total.backward();
@@ -162,7 +281,6 @@ StepStats Trainer::backward(const Batch& batch) {
 }
 
 void Trainer::apply(StepStats& s, double progress) {
-  using Clock = std::chrono::steady_clock;
   const auto optimizer_start = Clock::now();
   // The norm is wanted even unclipped: it is the finite check's input.
   const double max_norm = c_.learner.max_grad_norm > 0 ? c_.learner.max_grad_norm

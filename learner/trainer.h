@@ -1,6 +1,7 @@
 // One learner step (docs/architecture.md §3): B unrolls from the ring → Batch
-// [T+1, B·K] tensors → model forward → V-trace (or GAE) → fused loss →
-// backward → clip → optimizer. The loop around it (taking, publishing,
+// [T+1, B·K] tensors → per minibatch of columns, learner.epochs times: model
+// forward → V-trace (or GAE, once per batch) → fused loss → backward → clip →
+// optimizer. The loop around it (taking, publishing,
 // reporting) is learner.cpp's.
 // Threads: one (the learner's loop).
 #pragma once
@@ -21,14 +22,20 @@
 namespace pronghorn::learner {
 
 // The loss terms and gradient norm of one step, and where its time went.
+// Over a batch's several optimizer steps (add()): the loss terms, gradient
+// norm and learning rate are the steps' means, the times their sums.
 struct StepStats {
   double total = 0, policy = 0, value = 0, entropy = 0, grad_norm = 0;
   double forward_s = 0;  // model forward, V-trace or GAE, loss
   double backward_s = 0;
   double optimizer_s = 0;    // gradient clipping and the optimizer step
+  double allreduce_s = 0;    // several learners: the gradients' all-reduce
   double learning_rate = 0;  // what the optimizer stepped with (learner.lr_schedule applied)
-};
+  int64_t optimizer_steps = 0;
 
+  // One more optimizer step's stats into these.
+  void add(const StepStats& step);
+};
 // The model and optimizer live on learner.device: "auto" is CUDA when
 // LibTorch has it and a GPU is visible, else the CPU; "cuda" without one is an
 // Error. Batches arrive on the CPU and move over in learn().
@@ -41,18 +48,34 @@ class Trainer {
   std::string optimizer_state();
   void load_optimizer_state(const std::string& state);
 
-  // One optimizer step on `batch`; `progress` in [0, 1] drives the LR schedule.
-  StepStats learn(const Batch& batch, double progress) {
-    StepStats s = backward(batch);
-    apply(s, progress);
-    return s;
-  }
+  // Every optimizer step of `batch` (learner.epochs × learner.minibatches);
+  // `progress` in [0, 1] drives the LR schedule. Returns their stats, add()ed.
+  StepStats learn(const Batch& batch, double progress);
 
-  // The two halves of learn(), apart so that several learners can sum their
-  // gradients between them (learner/data_parallel.h).
-  // Forward, loss and backward: the gradients are left in the parameters'
-  // .grad, not applied. A non-finite loss is apply()'s to refuse:
-  // several learners must still make their all-reduce first.
+  // learn() in parts, so that several learners can sum their gradients
+  // between backward and apply (learner/data_parallel.h):
+  // start_batch(batch), then for each step in [0, steps_per_batch()):
+  // backward_step(step), (all-reduce), apply().
+  //
+  // Takes the batch onto the device and plans its steps: epoch e's
+  // minibatches are the consecutive slices of a fresh permutation of the
+  // N = B·K columns (drawn from run.seed's generator; with one minibatch the
+  // columns stay in order). PPO on GAE computes its advantages and returns
+  // here, once, from a no-grad forward of the whole batch; V-trace is
+  // recomputed in each backward_step() from the model as it is then.
+  void start_batch(const Batch& batch);
+  int64_t epochs() const { return epochs_; }
+  int64_t steps_per_batch() const { return epochs_ * minibatches_; }
+  // The columns, [N / minibatches] int64 on the device, that step `step` of
+  // the started batch trains on.
+  const at::Tensor& step_columns(int64_t step) const;
+  // Forward, loss and backward of one step of the started batch.
+  StepStats backward_step(int64_t step);
+
+  // Forward, loss and backward on all of `batch` (no plan): the gradients
+  // are left in the parameters' .grad, not applied. A non-finite loss is
+  // apply()'s to refuse: several learners must still make their all-reduce
+  // first.
   StepStats backward(const Batch& batch);
   // Clips the gradients to learner.max_grad_norm (the norm of all of them),
   // checks them finite and takes one optimizer step; fills s.grad_norm,
@@ -62,6 +85,10 @@ class Trainer {
 
  private:
   Batch on_device(const Batch& cpu) const;
+  PolicyOutput forward(const Batch& b);  // [(T+1)·N] rows
+  // Forward, loss and backward on `b`, whose advantages and value targets
+  // are given ([T, N]) or, undefined, computed from this forward.
+  StepStats backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets);
 
   Config c_;
   at::Device device_;
@@ -71,6 +98,14 @@ class Trainer {
   kernels::VtraceParams vtrace_params_;
   kernels::LossOptions loss_options_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  const int64_t epochs_, minibatches_;
+  at::Generator permutations_;  // run.seed's, CPU
+  // The started batch: on the device, its GAE advantages and returns when
+  // computed once ([T, N], else undefined), and each step's columns.
+  Batch batch_;
+  at::Tensor batch_advantages_, batch_targets_;
+  std::vector<at::Tensor> columns_;
+  double start_s_ = 0;  // start_batch's time, counted in the first step's forward_s
 };
 
 }  // namespace pronghorn::learner

@@ -32,8 +32,11 @@ namespace pronghorn::learner::testing {
 
 inline constexpr int64_t kT = 5;  // steps per batch
 
-inline Config cartpole_config(const std::string& reduction) {
-  return load_config("", {"learner.device=cpu", "loss.reduction=" + reduction});
+inline Config cartpole_config(const std::string& reduction,
+                              const std::vector<std::string>& more = {}) {
+  std::vector<std::string> overrides = {"learner.device=cpu", "loss.reduction=" + reduction};
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  return load_config("", overrides);
 }
 
 inline EnvSpec cartpole() {
@@ -156,7 +159,8 @@ inline LocalStep with_samples(uint64_t samples) {
 }
 
 // The ranks of one job as threads: a rendezvous, a GlooCollective, a Trainer
-// (every one from the same seed unless told) and a DataParallel each.
+// (every one from the same seed unless told) and a DataParallel each, with
+// the config's `overrides`.
 struct Job {
   Config config;
   std::vector<std::unique_ptr<distributed::Rendezvous>> rendezvous;
@@ -166,8 +170,9 @@ struct Job {
 
   Job(
       int world, const std::string& reduction,
-      const std::function<uint64_t(int)>& seed_of = [](int) { return uint64_t{7}; })
-      : config(cartpole_config(reduction)) {
+      const std::function<uint64_t(int)>& seed_of = [](int) { return uint64_t{7}; },
+      const std::vector<std::string>& overrides = {})
+      : config(cartpole_config(reduction, overrides)) {
     rendezvous.resize(world);
     collectives.resize(world);
     std::future<std::unique_ptr<distributed::Rendezvous>> rank0;
