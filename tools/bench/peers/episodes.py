@@ -8,14 +8,14 @@ $PEERS_EPISODES, where steps is that process's env steps so far (the peers
 that step envs in worker processes are counted too: O_APPEND writes of one
 short line are atomic). `watch` tails the file on a thread in the driver and,
 when the run is solved or its time limit passes, prints one JSON line
-{solved, wall_s, env_steps, episodes} and ends the whole process group.
+{solved, wall_s, env_steps, episodes, last_100_mean} and ends the process
+(tools/bench-peers then ends its process group: the peer's workers too).
 Wall time counts from $PEERS_T0, the moment tools/bench-peers started the
 driver: imports included.
 """
 import collections
 import json
 import os
-import signal
 import sys
 import threading
 import time
