@@ -1,8 +1,9 @@
 // The zygote in a test binary of its own (no thread of another test may
 // exist when it forks): its children are this process's, write through the
 // pipe they were given and end with the status their function returned; many
-// in a row; the start-up state they run with; a dead or stopped zygote fails
-// a spawn within its deadline; a zygote whose parent is killed is gone.
+// in a row; the start-up state they run with; no zygote beside a running
+// thread; a dead or stopped zygote fails a spawn within its deadline; a
+// zygote whose parent is killed is gone.
 #include "core/zygote.h"
 
 #include <fcntl.h>
@@ -13,13 +14,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "core/error.h"
 
 namespace pronghorn {
 namespace {
@@ -31,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 //   say TEXT CODE  TEXT on stderr, exit CODE
 //   args ...       every argument on stderr, '|' between them
 //   state          SIGINT's and SIGPIPE's dispositions, $ZYGOTE_TEST, the command line
-//   watch          exits once its parent is gone (as actors watch their learner)
+//   watch PID      exits once its parent is no longer PID (as actors watch their learner)
 int child_main(const std::vector<std::string>& args) {
   std::string out;
   int code = 0;
@@ -55,7 +61,7 @@ int child_main(const std::vector<std::string>& args) {
           " pipe=" + (sigpipe.sa_handler == SIG_IGN ? "ignored" : "not ignored") +
           " env=" + (env ? env : "unset") + " cmdline=" + cmdline + "\n";
   } else if (args[1] == "watch") {
-    const pid_t parent = getppid();
+    const pid_t parent = std::stoi(args.at(2));
     for (int i = 0; i < 3000 && getppid() == parent; ++i) usleep(10'000);
   }
   if (!out.empty() && write(STDERR_FILENO, out.data(), out.size()) < 0) return 99;
@@ -212,6 +218,37 @@ TEST(ZygoteTest, ChildrenRunWithTheStartUpStateNeitherTheZygotesNorTheParentsLat
   unsetenv("ZYGOTE_TEST");
 }
 
+TEST(ZygoteTest, ItRefusesToStartWhileAnotherThreadRuns) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread other([&] {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return done; });
+  });
+  try {
+    Zygote::start(child_main);
+    ADD_FAILURE() << "started beside a running thread";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "2 threads were running when the zygote was forked; it would hold any lock they "
+                 "held");
+  }
+  {
+    std::lock_guard lock(mutex);
+    done = true;
+  }
+  cv.notify_all();
+  other.join();
+  // Joined is not yet gone from /proc/self/task: the next test starts a zygote.
+  const auto deadline = Clock::now() + 10s;
+  while (std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                       std::filesystem::directory_iterator()) > 1 &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
 TEST(ZygoteTest, ADeadZygoteFailsTheSpawnAtOnceAndEveryOneAfter) {
   const auto zygote = Zygote::start(child_main);
   ASSERT_EQ(kill(zygote->pid(), SIGKILL), 0);
@@ -245,7 +282,7 @@ TEST(ZygoteTest, AZygoteWhoseParentIsKilledIsGoneAndItsChildrenCanTell) {
   if (parent == 0) {  // single-threaded: this test binary starts no thread
     try {
       const auto zygote = Zygote::start(child_main);
-      const pid_t child = zygote->spawn({"child", "watch"}, -1);
+      const pid_t child = zygote->spawn({"child", "watch", std::to_string(getpid())}, -1);
       const pid_t pids[2] = {zygote->pid(), child};
       if (write(report.write, pids, sizeof pids) != sizeof pids) _exit(1);
       pause();
