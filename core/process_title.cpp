@@ -40,11 +40,13 @@ Area find_area() {
   const unsigned long arg_start = value[48], arg_end = value[49], env_start = value[50],
                       env_end = value[51];
   if (arg_start == 0 || arg_end <= arg_start) return {};
+  // Addresses in this process, as the kernel gives them.
+  // NOLINTNEXTLINE(performance-no-int-to-ptr)
+  const auto at = [](unsigned long address) { return reinterpret_cast<char*>(address); };
   Area area;
-  area.begin = reinterpret_cast<char*>(arg_start);
-  area.args_end = reinterpret_cast<char*>(arg_end);
-  area.end = env_start == arg_end && env_end > env_start ? reinterpret_cast<char*>(env_end)
-                                                         : area.args_end;
+  area.begin = at(arg_start);
+  area.args_end = at(arg_end);
+  area.end = env_start == arg_end && env_end > env_start ? at(env_end) : area.args_end;
   return area;
 }
 

@@ -229,7 +229,7 @@ std::string how_it_ended(int status) {
 
 }  // namespace
 
-std::unique_ptr<Zygote> Zygote::start(Main main, const std::vector<std::string>& title) {
+std::unique_ptr<Zygote> Zygote::start(const Main& main, const std::vector<std::string>& title) {
   int fds[2];
   PRONGHORN_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) == 0,
                   "cannot create the zygote's socket: ", std::strerror(errno));

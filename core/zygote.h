@@ -50,7 +50,8 @@ class Zygote {
   // thread of this process was running at the fork (the zygote could hold
   // a lock of a thread it lacks); libraries whose fork handlers stop their
   // threads (OpenBLAS) are fine.
-  static std::unique_ptr<Zygote> start(Main main, const std::vector<std::string>& title = {});
+  static std::unique_ptr<Zygote> start(const Main& main,
+                                       const std::vector<std::string>& title = {});
   ~Zygote();  // closes the socket: the zygote exits; reaps it
   Zygote(const Zygote&) = delete;
   Zygote& operator=(const Zygote&) = delete;

@@ -13,13 +13,13 @@
 // the job when crashes or a stall go on (learner/actor_watchdog.h).
 //
 // Starting is paced: posix_spawn (clone with CLONE_VFORK) returns only once
-// the child has executed (the zygote, once it has forked twice), and on cores busy with actors
-// loading LibTorch the child waits its turn longer the more of them there are (measured on 2 cores:
-// 0.2 ms for the first spawns, 50-100 ms at the 35th to 40th; the whole loop grows with the square
-// of the count, which is how `scale
-// --actors 500` held the loop for 164 s). So each poll() starts actors for
-// at most `start_budget` (at least one), and the learner's loop goes on
-// training and answering between them.
+// the child has executed (the zygote, once it has forked twice), and on
+// cores busy with actors loading LibTorch the child waits its turn longer
+// the more of them there are (measured on 2 cores: 0.2 ms for the first
+// spawns, 50-100 ms at the 35th to 40th; the whole loop grows with the
+// square of the count, which is how `scale --actors 500` held the loop for
+// 164 s). So each poll() starts actors for at most `start_budget` (at least
+// one), and the learner's loop goes on training and answering between them.
 //
 // scale() grows or shrinks the set while training goes on: a retired actor
 // gets SIGTERM and abandons its half-written slot (never a committed one).

@@ -123,8 +123,9 @@ int run_command_line(const std::vector<std::string>& args, bool top) {
     for (const auto& command : commands) {
       if (command.parsed->parsed()) command.run();
     }
-    pronghorn::learner::start_actors_through(nullptr);  // the zygote ends here
-  } catch (const CLI::Success& e) {                     // --help and --version
+    // The zygote ends with this scope.
+    pronghorn::learner::start_actors_through(nullptr);
+  } catch (const CLI::Success& e) {  // --help and --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "pronghorn: " << e.what() << "; run with --help\n";
@@ -137,6 +138,7 @@ int run_command_line(const std::vector<std::string>& args, bool top) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(bugprone-exception-escape): as run_command_line
 int main(int argc, char** argv) {
   // A closed stdout or stderr (`pronghorn train | head`) makes writes fail
   // with EPIPE instead of killing the job mid-step: it goes on, and stops
