@@ -19,7 +19,8 @@ class ActorOutput {
   ActorOutput(const ActorOutput&) = delete;
   ActorOutput& operator=(const ActorOutput&) = delete;
 
-  // The end the child gets as its fd 2 (posix_spawn_file_actions_adddup2);
+  // The end the child gets as its fd 2 (posix_spawn_file_actions_adddup2,
+  // or sent to the zygote, which dup2()s it in the child: core/zygote.h);
   // close it here once the child is started, so the pipe ends with the child.
   int child_end() const { return write_fd_; }
   void close_child_end();

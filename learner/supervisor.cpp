@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
 #include "core/error.h"
+#include "core/zygote.h"
 #include "learner/actor_capacity.h"
 
 // POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
@@ -19,6 +21,21 @@ extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace pronghorn::learner {
 namespace {
+
+constexpr std::string_view kThisBinary = "/proc/self/exe";
+std::atomic<Zygote*> g_zygote{nullptr};
+
+// The zygote's fork of `args` with `stderr_fd` as its fd 2, or -1.
+pid_t fork_from_zygote(const std::vector<std::string>& args, int stderr_fd) {
+  Zygote* zygote = g_zygote.load();
+  if (zygote == nullptr) return -1;
+  const pid_t pid = zygote->spawn(args, stderr_fd);
+  if (pid < 0) {
+    spdlog::warn("{}; actors start by posix_spawn from now on", zygote->failure());
+    g_zygote = nullptr;
+  }
+  return pid;
+}
 
 // A signal an actor raises itself, from a fault or an abort in its own code
 // or its env's. Any other (SIGKILL, SIGTERM: an operator, the OOM killer, a
@@ -60,6 +77,8 @@ Death death_of(int status, const std::string& last_line) {
 
 }  // namespace
 
+void start_actors_through(Zygote* zygote) { g_zygote = zygote; }
+
 Supervisor::Supervisor(std::vector<std::string> base_args, int count, SupervisorOptions options)
     : base_args_(std::move(base_args)),
       options_(std::move(options)),
@@ -80,18 +99,21 @@ void Supervisor::start(size_t index) {
   args.insert(args.end(), base_args_.begin(), base_args_.end());
   args.push_back("--actor-id");
   args.push_back(std::to_string(index));
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   ActorOutput output;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, output.child_end(), STDERR_FILENO);
-  pid_t pid = -1;
-  const int err =
-      posix_spawn(&pid, options_.program.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  PRONGHORN_CHECK(err == 0, "cannot start actor ", index, ": ", std::strerror(err));
+  pid_t pid = options_.program == kThisBinary ? fork_from_zygote(args, output.child_end()) : -1;
+  if (pid < 0) {
+    output = ActorOutput();  // a failed zygote may still hold the first pipe's end
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, output.child_end(), STDERR_FILENO);
+    const int err =
+        posix_spawn(&pid, options_.program.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    PRONGHORN_CHECK(err == 0, "cannot start actor ", index, ": ", std::strerror(err));
+  }
   output.close_child_end();  // the pipe now ends when the actor does
   Actor& a = actors_[index];
   a.output = std::move(output);

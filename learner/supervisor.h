@@ -1,7 +1,9 @@
 // Starts and supervises this node's actor processes (docs/architecture.md §2): each is
-// this same binary executed as `pronghorn actor …` (posix_spawn, never a
-// bare fork: LibTorch threads exist), its stderr read through a pipe and
-// passed on line by line (learner/actor_output.h).
+// this same binary run as `pronghorn actor-process …`, its stderr read
+// through a pipe and passed on line by line (learner/actor_output.h). Never a
+// bare fork of this process (LibTorch threads exist): forked by the zygote
+// `pronghorn train` made at the top of main (core/zygote.h: no exec, no
+// second start-up of LibTorch), else executed afresh by posix_spawn.
 //
 // Restarts: an actor killed from outside (SIGKILL, SIGTERM, any signal it did
 // not raise itself) is restarted at once: a kill storm is not a broken env
@@ -11,13 +13,13 @@
 // the job when crashes or a stall go on (learner/actor_watchdog.h).
 //
 // Starting is paced: posix_spawn (clone with CLONE_VFORK) returns only once
-// the child has executed, and on cores busy with actors loading LibTorch the
-// child waits its turn longer the more of them there are (measured on 2
-// cores: 0.2 ms for the first spawns, 50-100 ms at the 35th to 40th; the
-// whole loop grows with the square of the count, which is how `scale
-// --actors 500` held the loop for 164 s). So each poll() starts actors for
-// at most `start_budget` (at least one), and the learner's loop goes on
-// training and answering between them.
+// the child has executed (the zygote, once it has forked twice), and on
+// cores busy with actors loading LibTorch the child waits its turn longer
+// the more of them there are (measured on 2 cores: 0.2 ms for the first
+// spawns, 50-100 ms at the 35th to 40th; the whole loop grows with the
+// square of the count, which is how `scale --actors 500` held the loop for
+// 164 s). So each poll() starts actors for at most `start_budget` (at least
+// one), and the learner's loop goes on training and answering between them.
 //
 // scale() grows or shrinks the set while training goes on: a retired actor
 // gets SIGTERM and abandons its half-written slot (never a committed one).
@@ -34,6 +36,10 @@
 #include "learner/actor_output.h"
 #include "learner/actor_watchdog.h"
 
+namespace pronghorn {
+class Zygote;
+}
+
 namespace pronghorn::learner {
 
 struct SupervisorOptions {
@@ -42,6 +48,13 @@ struct SupervisorOptions {
   // How long one poll() may spend starting actors; it starts one at least.
   std::chrono::steady_clock::duration start_budget = std::chrono::milliseconds(20);
 };
+
+// The zygote (not owned; it outlives every Supervisor) through which the
+// Supervisors of this process whose program is this binary (the default
+// /proc/self/exe) fork their actors; nullptr, the default: posix_spawn. The
+// first spawn it fails (the zygote dead or late) is logged and that actor
+// and every later one start by posix_spawn.
+void start_actors_through(Zygote* zygote);
 
 class Supervisor {
  public:

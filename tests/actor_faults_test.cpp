@@ -136,7 +136,11 @@ TEST(ActorFaultsTest, ActorsThatAbortOrExitAreNamedByHow) {
 
 TEST(ActorFaultsTest, AnEnvStepThatNeverReturnsEndsTheJobAfterTheStallTimeout) {
   Job job(crashing("hang", {"--set", "actor.stall_timeout_s=2"}));
-  ASSERT_TRUE(job.ended(60s)) << slurp(job.err);
+  // It trained before the env hung: a job with no unroll yet waits 60 s
+  // longer (ActorWatchdog::kStartAllowance). (No metrics line says so: with
+  // actors forked by the zygote its few steps can all come within the first
+  // report interval, and a job that fails writes none after.)
+  ASSERT_TRUE(job.ended(30s)) << slurp(job.err);
   EXPECT_EQ(job.status, 1);
   EXPECT_TRUE(std::regex_match(
       job.last_line(),
@@ -144,7 +148,6 @@ TEST(ActorFaultsTest, AnEnvStepThatNeverReturnsEndsTheJobAfterTheStallTimeout) {
                  "every actor is alive: an env step or the policy never returns\\? "
                  "\\(actor.stall_timeout_s = 2\\)")))
       << slurp(job.err);
-  EXPECT_GT(job.metric("unrolls_committed"), 0) << "it trained before the env hung";
   job.expect_nothing_left();  // the hung actor ignores SIGTERM: killed
 }
 

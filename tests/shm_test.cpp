@@ -68,9 +68,13 @@ struct Job {
 std::vector<std::string> attached_segments(pid_t pid) {
   const std::vector<pid_t> actors = children_of(pid);
   if (actors.empty()) return {};
-  std::ifstream in("/proc/" + std::to_string(actors[0]) + "/cmdline");
+  // Its arguments apart, as exec leaves them, or as one line (a zygote's
+  // fork shows its own that way: core/process_title.h).
+  std::string cmdline = slurp("/proc/" + std::to_string(actors[0]) + "/cmdline");
+  for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+  std::istringstream in(cmdline);
   std::vector<std::string> args;
-  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+  for (std::string arg; in >> arg;) args.push_back(arg);
   std::vector<std::string> names;
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--ring" || args[i] == "--slab") names.push_back(args[i + 1].substr(1));

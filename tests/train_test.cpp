@@ -1,6 +1,6 @@
 // `pronghorn train` end to end, as real processes: it learns CartPole, loses
-// no unroll, survives a killed actor, and leaves nothing behind; an LSTM
-// core learns the env a memoryless policy cannot.
+// no unroll, survives a killed actor or zygote, leaves nothing behind even
+// killed; an LSTM core learns the env a memoryless policy cannot.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -111,6 +111,57 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   EXPECT_TRUE(leftover_segments(run.name).empty());
 }
 
+// Actors are forks of the zygote made at the top of `pronghorn train`'s main
+// (core/zygote.h); with the zygote killed they start by posix_spawn, said
+// once, and the job goes on.
+TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
+  TrainRun run;
+  pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
+                           "run.target_return=0", "--set", "run.total_steps=1000000000", "--set",
+                           "run.report_interval_s=0.2"});
+  StopOnExit guard{pid};
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
+  const pid_t zygote = zygote_of(pid);
+  ASSERT_GT(zygote, 0);
+  const std::vector<pid_t> actors = children_of(pid);
+  ASSERT_EQ(actors.size(), 1u);
+  const auto environment = [](pid_t p) { return slurp("/proc/" + std::to_string(p) + "/environ"); };
+  const std::string cmdline = slurp("/proc/" + std::to_string(actors[0]) + "/cmdline");
+  EXPECT_NE(cmdline.find("actor-process"), std::string::npos) << "its own command line shows";
+  // An executed actor's start-up area holds the environment it was given,
+  // the learner's; a forked one's holds the zygote's titles.
+  EXPECT_NE(environment(actors[0]), environment(pid)) << "forked, not executed";
+
+  ASSERT_EQ(kill(zygote, SIGKILL), 0);
+  uint64_t restarts = 0;
+  pid_t actor = actors[0];
+  for (int round = 0; round < 2; ++round) {  // the first start without the zygote, and one more
+    ASSERT_EQ(kill(actor, SIGKILL), 0);
+    ++restarts;
+    ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "actor_restarts") >= restarts; }));
+    ASSERT_TRUE(wait_for([&] {
+      const std::vector<pid_t> now = children_of(pid);
+      return now.size() == 1 && now[0] != actor;
+    }));
+    actor = children_of(pid)[0];
+    EXPECT_EQ(environment(actor), environment(pid)) << "executed afresh";
+  }
+  const double steps = last_metric(run.dir, "env_steps");
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > steps + 1e5; }))
+      << "training goes on with the executed actor";
+  EXPECT_EQ(zygote_of(pid), -1) << "the dead zygote was reaped";
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 0);
+  guard.pid = -1;
+  const std::string log = slurp(run.dir + "/train.log");
+  const std::string line =
+      "the zygote is gone (it was killed by SIGKILL); actors start by posix_spawn from now on";
+  const size_t at = log.find(line);
+  EXPECT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.find(line, at + 1), std::string::npos) << "said once";
+  EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
 TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   TrainRun run;
   pid_t first =
@@ -126,6 +177,8 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   }));
   std::this_thread::sleep_for(400ms);
   std::vector<pid_t> actors = children_of(first);
+  const pid_t zygote = zygote_of(first);
+  EXPECT_GT(zygote, 0);
   kill(first, SIGKILL);
   EXPECT_EQ(wait_exit(first), 128 + SIGKILL);
   first_guard.pid = -1;
@@ -143,6 +196,8 @@ TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   for (pid_t actor : actors) {  // orphaned actors notice the learner is gone and exit
     EXPECT_TRUE(wait_for([&] { return kill(actor, 0) != 0; })) << "actor " << actor;
   }
+  // The zygote's socket closed with the learner.
+  EXPECT_TRUE(wait_for([&] { return kill(zygote, 0) != 0; })) << "zygote " << zygote;
 
   pid_t second = start_train({"--resume", run.dir, "--set", "run.checkpoint_interval_s=0.3"});
   StopOnExit second_guard{second};

@@ -26,6 +26,8 @@ void add_config_options(CLI::App* command, ConfigArgs& args);
 struct Command {
   CLI::App* parsed;           // the subcommand, to ask whether it was given
   std::function<void()> run;  // does its work, after logging is set up
+  // It starts actor processes: main forks them a zygote first (core/zygote.h).
+  bool starts_actors = false;
 };
 
 Command add_config_command(CLI::App& app);

@@ -302,7 +302,7 @@ Command add_train_command(CLI::App& app) {
                       "this node's name among several learners (default: SLURMD_NODENAME, else "
                       "the hostname)");
   command->add_flag("--print-config", args->print_config, "print the resolved config and exit");
-  return {command, [args] { run_train(*args); }};
+  return {command, [args] { run_train(*args); }, /*starts_actors=*/true};
 }
 
 Command add_actor_process_command(CLI::App& app) {

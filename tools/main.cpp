@@ -6,11 +6,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/suggest.h"
+#include "core/zygote.h"
 #include "kernels/accelerator.h"
+#include "learner/supervisor.h"
 #include "tools/cli.h"
 
 namespace {
@@ -45,15 +48,34 @@ void reject_leftovers(const CLI::App& app) {
   std::_Exit(code);
 }
 
-}  // namespace
+int run_command_line(const std::vector<std::string>& args, bool top);
 
+// The zygote of `pronghorn train`'s actors, made while this process has one
+// thread (after the start-up, before any subcommand runs): each actor is a
+// fork of it that runs its own command line here, in-process, and exits
+// with its code. Nullptr, and why in `failure`, when it cannot be made.
+std::unique_ptr<pronghorn::Zygote> start_actor_zygote(std::string& failure) {
+  try {
+    return pronghorn::Zygote::start(
+        [](const std::vector<std::string>& args) {
+          const int code = run_command_line(args, /*top=*/false);
+          std::cout.flush();  // it ends with _exit: nothing flushes after this
+          std::cerr.flush();
+          spdlog::default_logger()->flush();
+          return code;
+        },
+        {"pronghorn", "zygote"});
+  } catch (const std::exception& e) {
+    failure = e.what();
+    return nullptr;
+  }
+}
+
+// Parses `args` (args[0] the program) and runs the subcommand; the exit
+// code. `top`: this process's own command line, not an actor's in a fork.
 // Only a broken invariant escapes (CLI11 wiring, a non-std exception): terminate, with the message.
 // NOLINTNEXTLINE(bugprone-exception-escape)
-int main(int argc, char** argv) {
-  // A closed stdout or stderr (`pronghorn train | head`) makes writes fail
-  // with EPIPE instead of killing the job mid-step: it goes on, and stops
-  // with its checkpoint. Actors inherit the setting through exec.
-  std::signal(SIGPIPE, SIG_IGN);
+int run_command_line(const std::vector<std::string>& args, bool top) {
   CLI::App app{"Pronghorn: distributed actor-learner reinforcement learning (IMPALA family)",
                "pronghorn"};
   std::string log_level = "info";
@@ -81,15 +103,28 @@ int main(int argc, char** argv) {
   app.allow_extras();
 
   try {
-    app.parse(argc, argv);
+    std::vector<const char*> argv;
+    for (const std::string& arg : args) argv.push_back(arg.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
     reject_leftovers(app);
     if (app.get_subcommands().empty()) {
       throw pronghorn::UsageError("a subcommand is required; run with --help");
     }
+    std::unique_ptr<pronghorn::Zygote> zygote;
+    std::string zygote_failure;
+    for (const auto& command : commands) {
+      if (top && command.starts_actors && command.parsed->parsed()) {
+        zygote = start_actor_zygote(zygote_failure);
+      }
+    }
     pronghorn::init_logging("pronghorn", log_level);
+    if (!zygote_failure.empty()) spdlog::warn("actors start by posix_spawn: {}", zygote_failure);
+    pronghorn::learner::start_actors_through(zygote.get());
     for (const auto& command : commands) {
       if (command.parsed->parsed()) command.run();
     }
+    // The zygote ends with this scope.
+    pronghorn::learner::start_actors_through(nullptr);
   } catch (const CLI::Success& e) {  // --help and --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -99,4 +134,15 @@ int main(int argc, char** argv) {
     leave(e, pronghorn::exit_code_of(e));
   }
   return 0;
+}
+
+}  // namespace
+
+// NOLINTNEXTLINE(bugprone-exception-escape): as run_command_line
+int main(int argc, char** argv) {
+  // A closed stdout or stderr (`pronghorn train | head`) makes writes fail
+  // with EPIPE instead of killing the job mid-step: it goes on, and stops
+  // with its checkpoint. Actors inherit the setting (through exec or the zygote).
+  std::signal(SIGPIPE, SIG_IGN);
+  return run_command_line(std::vector<std::string>(argv, argv + argc), /*top=*/true);
 }

@@ -38,12 +38,37 @@ struct StopOnExit {
   }
 };
 
-inline std::vector<pid_t> children_of(pid_t pid) {
+// Every child of `pid`, its zygote included.
+inline std::vector<pid_t> all_children_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
   std::vector<pid_t> out;
   pid_t child;
   while (in >> child) out.push_back(child);
   return out;
+}
+
+// Whether `pid` is a learner's zygote (core/zygote.h), by the command line it shows.
+inline bool is_zygote(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string text(17, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  for (char& c : text) c = c == '\0' ? ' ' : c;
+  return text == "pronghorn zygote ";
+}
+
+// The children of `pid` but its zygote: a learner's actors.
+inline std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out = all_children_of(pid);
+  std::erase_if(out, is_zygote);
+  return out;
+}
+
+// The zygote `pronghorn train` `pid` forks its actors from, or -1.
+inline pid_t zygote_of(pid_t pid) {
+  for (pid_t child : all_children_of(pid)) {
+    if (is_zygote(child)) return child;
+  }
+  return -1;
 }
 
 // The run's shared-memory segments still in /dev/shm, of any learner of it,
