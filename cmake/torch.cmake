@@ -15,6 +15,10 @@ if(cuda_architectures AND NOT DEFINED TORCH_CUDA_ARCH_LIST)
     OUTPUT_VARIABLE TORCH_CUDA_ARCH_LIST)
 endif()
 unset(CMAKE_CUDA_ARCHITECTURES)
+# Protobuf first: a wheel's LibTorch has its own linked in and hidden, and its
+# Caffe2Config.cmake would otherwise define protobuf::libprotobuf as an empty
+# stand-in, which FindProtobuf then leaves be (gRPC's code would link none).
+find_package(Protobuf REQUIRED)
 find_package(Torch REQUIRED)
 set(CMAKE_CUDA_FLAGS "${cuda_flags}")
 if(cuda_architectures)
