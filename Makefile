@@ -65,8 +65,8 @@ tsan: deps
 
 # The project against a CUDA LibTorch (PyTorch's wheel, pinned in the script,
 # in a venv outside the repository), in build-torch/, and the tests that need
-# no GPU. Not part of `make test`: the wheel is a 4.5 GB download. ARGS go to
-# the script, e.g. ARGS='--tests kernels_test'.
+# no GPU. Not part of `make test`: the wheel and its CUDA libraries take
+# 4.6 GB. ARGS go to the script, e.g. ARGS="--targets 'pronghorn kernels_test'".
 build-cuda-torch: deps
 	@BUILD=build-torch JOBS=$(JOBS) CMAKE_ARGS="$(CMAKE_ARGS)" tools/build-with-pytorch $(ARGS)
 
