@@ -97,6 +97,15 @@ if(NOT torch_include IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES
   endforeach()
 endif()
 
+# A LibTorch built elsewhere (PyTorch's wheels and archives are built with a
+# newer GCC on an older system) carries copies of newer libstdc++ functions
+# (std::filesystem, std::chrono's time zones) and exports them; ahead of
+# libstdc++.so in the lookup order they would serve our calls too
+# (std::filesystem::remove_all from libtorch.so crashes). libstdc++ first.
+if(NOT torch_include IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+  list(PREPEND TORCH_LIBRARIES stdc++)
+endif()
+
 set(PRONGHORN_TORCH_CUDA OFF)
 if(TARGET torch_cuda OR TARGET torch::cudart)
   set(PRONGHORN_TORCH_CUDA ON)
