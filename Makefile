@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps test-deps configure build test train bench asan tsan format format-check tidy clean
+.PHONY: all deps test-deps configure build test train bench asan tsan build-cuda-torch format format-check tidy clean
 
 all: build
 
@@ -63,6 +63,13 @@ tsan: deps
 	  TSAN_OPTIONS=halt_on_error=1 build-tsan/*/$$t --gtest_brief=1 || exit 1; \
 	done
 
+# The project against a CUDA LibTorch (PyTorch's wheel, pinned in the script,
+# in a venv outside the repository), in build-torch/, and the tests that need
+# no GPU. Not part of `make test`: the wheel and its CUDA libraries take
+# 4.6 GB. ARGS go to the script, e.g. ARGS="--targets 'pronghorn kernels_test'".
+build-cuda-torch: deps
+	@BUILD=build-torch JOBS=$(JOBS) CMAKE_ARGS="$(CMAKE_ARGS)" tools/build-with-pytorch $(ARGS)
+
 # Every C, C++ and CUDA source in .clang-format's style; CI fails on a diff.
 FORMATTED = git ls-files '*.h' '*.c' '*.cpp' '*.cu'
 format: deps
@@ -77,4 +84,4 @@ tidy: configure
 	@tools/tidy $(BUILD) $(JOBS)
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-torch

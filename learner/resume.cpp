@@ -8,11 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
-#include <type_traits>
 
 #include "core/error.h"
 #include "learner/checkpoint.h"
 #include "learner/trainer.h"
+#include "model/fast_adam.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -27,18 +27,6 @@ std::string first_line(const std::string& text) {
 struct Unfit : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// Optimizer state is keyed by each parameter's TensorImpl: as a string in
-// LibTorch 1.x, as the pointer itself in later versions.
-using StateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
-template <typename Key = StateKey>  // a template, so the branch not taken is not compiled
-Key key_of(const at::Tensor& parameter) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
-  } else {
-    return parameter.unsafeGetTensorImpl();
-  }
-}
 
 std::string shape_of(const at::Tensor& t) {
   return fmt::format("{} [{}] on {}", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ", "),
@@ -80,7 +68,7 @@ void check_optimizer(torch::optim::Optimizer& optimizer, LearnerConfig::Optimize
                      uint64_t learner_steps) {
   const std::vector<at::Tensor>& params = optimizer.param_groups().at(0).params();
   for (size_t i = 0; i < params.size(); ++i) {
-    auto found = optimizer.state().find(key_of(params[i]));
+    auto found = optimizer.state().find(optimizer_state_key(params[i]));
     if (found == optimizer.state().end()) continue;
     if (kind == LearnerConfig::Optimizer::kRmsprop) {
       const auto& s = static_cast<const torch::optim::RMSpropParamState&>(*found->second);

@@ -1,9 +1,6 @@
 #include "model/fast_adam.h"
 
 #include <cmath>
-#include <sstream>
-#include <string>
-#include <type_traits>
 
 #include "core/hd.h"
 
@@ -29,20 +26,6 @@ void adam_update(float* __restrict p, const float* __restrict g, float* __restri
   }
 }
 
-// The key of p's entry in optimizer.state(): its TensorImpl's address, as
-// text in LibTorch 1.13 (c10::guts::to_string's ostream form) and as the
-// pointer itself in later versions.
-template <typename Map>
-typename Map::key_type state_key(const Map&, const at::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
-    std::ostringstream key;
-    key << p.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return static_cast<typename Map::key_type>(p.unsafeGetTensorImpl());
-  }
-}
-
 bool fusable(const at::Tensor& t) {
   return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
 }
@@ -57,7 +40,7 @@ bool fused_adam_applies(torch::optim::Adam& optimizer) {
       if (!p.grad().defined()) continue;
       if (!fusable(p) || !fusable(p.grad())) return false;
       // The first step creates the state: LibTorch's own step does that.
-      if (states.find(state_key(states, p)) == states.end()) return false;
+      if (states.find(optimizer_state_key(p)) == states.end()) return false;
     }
   }
   return true;
@@ -74,7 +57,7 @@ void fused_adam_step(torch::optim::Adam& optimizer) {
     auto& options = static_cast<torch::optim::AdamOptions&>(group.options());
     for (at::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
-      auto& state = static_cast<torch::optim::AdamParamState&>(*states.at(state_key(states, p)));
+      auto& state = static_cast<torch::optim::AdamParamState&>(*states.at(optimizer_state_key(p)));
       state.step(state.step() + 1);
       const double beta1 = std::get<0>(options.betas()), beta2 = std::get<1>(options.betas());
       const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(state.step()));

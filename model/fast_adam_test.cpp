@@ -48,13 +48,10 @@ TEST(FastAdamTest, StepsMatchLibTorchsAdamInFloat64AndLeaveItsState) {
     // The state is LibTorch's: its step counts and moments, which a save()
     // writes and the other path reads.
     for (size_t i = 0; i < fused.size(); ++i) {
-      const auto key = [&](const at::Tensor& p) {
-        std::ostringstream k;
-        k << p.unsafeGetTensorImpl();
-        return k.str();
-      };
-      auto& f = static_cast<torch::optim::AdamParamState&>(*fused_adam.state().at(key(fused[i])));
-      auto& r = static_cast<torch::optim::AdamParamState&>(*ref_adam.state().at(key(ref[i])));
+      auto& f = static_cast<torch::optim::AdamParamState&>(
+          *fused_adam.state().at(optimizer_state_key(fused[i])));
+      auto& r = static_cast<torch::optim::AdamParamState&>(
+          *ref_adam.state().at(optimizer_state_key(ref[i])));
       EXPECT_EQ(f.step(), 5);
       EXPECT_EQ(f.step(), r.step());
       EXPECT_TRUE(at::allclose(f.exp_avg().to(at::kDouble), r.exp_avg(), 1e-5, 1e-7));

@@ -27,6 +27,7 @@
 #include "envs/env.h"
 #include "learner/data_parallel.h"
 #include "learner/trainer.h"
+#include "model/fast_adam.h"
 
 namespace pronghorn::learner::testing {
 
@@ -103,7 +104,7 @@ inline std::vector<float> adam_state(Trainer& t) {
   adam.load(archive);
   std::vector<float> flat;
   for (const at::Tensor& p : copies) {
-    auto found = adam.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    auto found = adam.state().find(optimizer_state_key(p));
     if (found == adam.state().end()) continue;  // before the first step
     auto& state = static_cast<torch::optim::AdamParamState&>(*found->second);
     flat.push_back(static_cast<float>(state.step()));
