@@ -30,6 +30,18 @@ struct Batch {
   double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;  // summed over the unrolls
 };
 
+// `b` with each of its defined tensors replaced by f(tensor) (a device move,
+// a choice of columns); the other fields as they are.
+template <typename F>
+Batch map_tensors(const Batch& b, F&& f) {
+  Batch m = b;
+  for (at::Tensor* t : {&m.obs, &m.actions, &m.rewards, &m.discounts, &m.truncated, &m.final_values,
+                        &m.behaviour_log_probs, &m.ended, &m.core_state}) {
+    if (t->defined()) *t = f(*t);
+  }
+  return m;
+}
+
 // Rewards are scaled by loss.reward_scale and discounts are γ·(1 − terminated).
 Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
                  const EnvSpec& spec, const Config& config, uint64_t version);

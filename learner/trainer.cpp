@@ -25,20 +25,7 @@ double seconds_since(Clock::time_point t) {
 // The columns `columns` of every field of `b`: an env's T+1 rows, its ended
 // flags and its core's state stay together.
 Batch columns_of(const Batch& b, const at::Tensor& columns) {
-  Batch m;
-  const auto pick = [&](const at::Tensor& t) { return t.index_select(1, columns); };
-  m.obs = pick(b.obs);
-  m.actions = pick(b.actions);
-  m.rewards = pick(b.rewards);
-  m.discounts = pick(b.discounts);
-  m.truncated = pick(b.truncated);
-  m.final_values = pick(b.final_values);
-  m.behaviour_log_probs = pick(b.behaviour_log_probs);
-  if (b.core_state.defined()) {
-    m.ended = pick(b.ended);
-    m.core_state = pick(b.core_state);  // [2, N, H]
-  }
-  return m;
+  return map_tensors(b, [&](const at::Tensor& t) { return t.index_select(1, columns); });
 }
 
 at::Device learner_device(LearnerConfig::Device setting) {
@@ -130,22 +117,8 @@ void Trainer::load_optimizer_state(const std::string& state) {
 // (the stream orders it before the forward pass that reads it).
 Batch Trainer::on_device(const Batch& cpu) const {
   if (device_.is_cpu()) return cpu;
-  auto move = [&](const at::Tensor& t) {
-    return t.pin_memory().to(device_, /*non_blocking=*/true);
-  };
-  Batch b = cpu;
-  b.obs = move(cpu.obs);
-  b.actions = move(cpu.actions);
-  b.rewards = move(cpu.rewards);
-  b.discounts = move(cpu.discounts);
-  b.truncated = move(cpu.truncated);
-  b.final_values = move(cpu.final_values);
-  b.behaviour_log_probs = move(cpu.behaviour_log_probs);
-  if (cpu.core_state.defined()) {
-    b.ended = move(cpu.ended);
-    b.core_state = move(cpu.core_state);
-  }
-  return b;
+  return map_tensors(
+      cpu, [&](const at::Tensor& t) { return t.pin_memory().to(device_, /*non_blocking=*/true); });
 }
 
 void Trainer::start_batch(const Batch& batch) {
