@@ -98,6 +98,15 @@ inline std::pair<int, std::string> shell(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out)};
 }
 
+// The run name and directory of a `pronghorn train` a test starts: named
+// after the test and this process, in the temporary directory (removed when
+// the test passes: core/testing/test_main.cpp).
+struct TrainRun {
+  std::string name = "train-test-" + std::to_string(getpid()) + "-" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::string dir = ::testing::TempDir() + "/" + name;
+};
+
 // The arguments of a job on any free ports with one actor, trained until the
 // test stops it, in run directory `dir` named `name`.
 inline std::vector<std::string> job_args(const std::string& dir, const std::string& name) {
