@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "model/testing/float64_copy.h"
+
 namespace pronghorn {
 namespace {
 
@@ -60,12 +62,8 @@ PolicyNet random_net(const Case& c, const EnvSpec& env, uint64_t seed) {
 
 // The reference: the same module, in float64.
 PolicyOutput reference(PolicyNet& net, const at::Tensor& obs) {
-  PolicyNet copy(net->spec());
-  copy->to(at::kDouble);
+  PolicyNet copy = testing::float64_copy(net);
   torch::NoGradGuard no_grad;
-  const auto from = net->parameters();
-  auto to = copy->parameters();
-  for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
   return copy->forward(obs.to(at::kDouble));
 }
 

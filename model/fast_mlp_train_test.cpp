@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "model/testing/float64_copy.h"
+
 namespace pronghorn {
 namespace {
 
@@ -27,16 +29,6 @@ PolicyNet random_net(bool continuous, Activation activation, uint64_t seed) {
   torch::NoGradGuard no_grad;
   for (at::Tensor& p : net->parameters()) p.copy_(at::randn_like(p) * 0.4);
   return net;
-}
-
-PolicyNet double_copy(PolicyNet& net) {
-  PolicyNet copy(net->spec());
-  copy->to(at::kDouble);
-  torch::NoGradGuard no_grad;
-  const auto from = net->parameters();
-  auto to = copy->parameters();
-  for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
-  return copy;
 }
 
 // A loss that reaches every output with its own weight: Σ g_l·logits +
@@ -63,7 +55,7 @@ TEST(FastMlpTrainTest, OutputsGradientsAndOneAdamStepMatchPolicyNetInFloat64) {
                                  (activation == Activation::kRelu ? " relu" : " tanh") + " rows " +
                                  std::to_string(rows);
         PolicyNet net = random_net(continuous, activation, 21);
-        PolicyNet ref = double_copy(net);
+        PolicyNet ref = testing::float64_copy(net);
         const int64_t A = net->spec().actions;
         const at::Tensor obs = at::randn({rows, 2, 3});
         ASSERT_TRUE(fused_training_applies(*net, obs, kAuto)) << what;
@@ -118,7 +110,7 @@ TEST(FastMlpTrainTest, OffPixelsAndDoubleStayOnLibTorch) {
   EXPECT_TRUE(fused_training_applies(*net, obs, kAuto));
   EXPECT_FALSE(fused_training_applies(*net, obs, ModelConfig::FastPath::kOff));
   EXPECT_FALSE(fused_training_applies(*net, obs.to(at::kDouble), kAuto));
-  PolicyNet ref = double_copy(net);
+  PolicyNet ref = testing::float64_copy(net);
   EXPECT_FALSE(fused_training_applies(*ref, obs.to(at::kDouble), kAuto));
   ModelSpec pixels;
   pixels.obs_shape = {1, 16, 16};

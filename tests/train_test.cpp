@@ -28,6 +28,17 @@ pid_t start_train(const std::vector<std::string>& args) {
   return start_pronghorn(all);
 }
 
+// A job that trains until the test stops it, reporting every 0.2 s.
+pid_t start_endless(const TrainRun& run, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--run-dir", run.dir,
+                                   "--set",     "run.name=" + run.name,
+                                   "--set",     "run.target_return=0",
+                                   "--set",     "run.total_steps=1000000000",
+                                   "--set",     "run.report_interval_s=0.2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return start_train(args);
+}
+
 TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
   TrainRun run;
   // Trained to 300 so the saved policy is past the unstable early phase: the
@@ -79,9 +90,7 @@ TEST(TrainTest, LearnsCartPoleWellAboveRandomAndAccountsForEveryUnroll) {
 
 TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   TrainRun run;
-  pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                           "run.target_return=0", "--set", "run.total_steps=1000000000", "--set",
-                           "run.report_interval_s=0.2"});
+  pid_t pid = start_endless(run);
   StopOnExit guard{pid};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
   std::vector<pid_t> actors = children_of(pid);
@@ -108,9 +117,7 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
 // once, and the job goes on.
 TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
   TrainRun run;
-  pid_t pid = start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                           "run.target_return=0", "--set", "run.total_steps=1000000000", "--set",
-                           "run.report_interval_s=0.2"});
+  pid_t pid = start_endless(run);
   StopOnExit guard{pid};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
   const pid_t zygote = zygote_of(pid);
@@ -156,10 +163,7 @@ TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
 
 TEST(TrainTest, KilledLearnerResumesFromItsCheckpointWithoutGoingBackwards) {
   TrainRun run;
-  pid_t first =
-      start_train({"--run-dir", run.dir, "--set", "run.name=" + run.name, "--set",
-                   "run.target_return=0", "--set", "run.total_steps=1000000000", "--set",
-                   "run.report_interval_s=0.2", "--set", "run.checkpoint_interval_s=0.3"});
+  pid_t first = start_endless(run, {"--set", "run.checkpoint_interval_s=0.3"});
   StopOnExit first_guard{first};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "episode_return_mean") > 60; }))
       << "learning before the kill";
