@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/fast_adam.h"
+#include "model/fast_clip.h"
 #include "model/fast_mlp_train.h"
 
 namespace pronghorn::learner {
@@ -258,7 +259,9 @@ void Trainer::apply(StepStats& s, double progress) {
   // The norm is wanted even unclipped: it is the finite check's input.
   const double max_norm = c_.learner.max_grad_norm > 0 ? c_.learner.max_grad_norm
                                                        : std::numeric_limits<double>::infinity();
-  s.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), max_norm);
+  const bool fused = c_.model.fast_path == ModelConfig::FastPath::kAuto;
+  s.grad_norm = fused ? fused_clip_grad_norm(model_->parameters(), max_norm)
+                      : torch::nn::utils::clip_grad_norm_(model_->parameters(), max_norm);
   // A NaN or inf would reach every weight in this step and every actor after
   // it: the job ends here, its weights and checkpoints as they were.
   PRONGHORN_CHECK(std::isfinite(s.total) && std::isfinite(s.grad_norm),
@@ -275,7 +278,7 @@ void Trainer::apply(StepStats& s, double progress) {
   // Adam in one pass per tensor on the fused path (model/fast_adam.h), on
   // LibTorch's optimizer state either way.
   auto* adam = dynamic_cast<torch::optim::Adam*>(optimizer_.get());
-  if (adam != nullptr && c_.model.fast_path == ModelConfig::FastPath::kAuto) {
+  if (adam != nullptr && fused) {
     fused_adam_step(*adam);
   } else {
     optimizer_->step();

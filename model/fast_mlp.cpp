@@ -31,6 +31,14 @@ void bias_activation(float* __restrict h, const float* __restrict bias, int64_t 
 }
 
 PRONGHORN_VECTOR_CLONES
+void add_bias(float* __restrict h, const float* __restrict bias, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+    for (int64_t i = 0; i < width; ++i) h[r * width + i] += bias[i];
+  }
+}
+
+PRONGHORN_VECTOR_CLONES
 void activation_backward(float* __restrict g, const float* __restrict y, int64_t n, bool relu) {
   if (relu) {
 #pragma omp simd
@@ -244,10 +252,7 @@ void FastMlp::forward(const float* obs, int64_t rows) {
               static_cast<int>(head_width_), static_cast<int>(width_), 1.0f, x,
               static_cast<int>(width_), head_weight_.data(), static_cast<int>(width_), 0.0f,
               head_.data(), static_cast<int>(head_width_));
-  float* head = head_.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < head_width_; ++i) head[r * head_width_ + i] += head_bias_[i];
-  }
+  fast_mlp::add_bias(head_.data(), head_bias_.data(), rows, head_width_);
 }
 
 void FastMlp::sample(const EnvSpec& env, bool greedy, const ActionsOut& into) {

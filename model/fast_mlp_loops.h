@@ -12,6 +12,9 @@ namespace pronghorn::fast_mlp {
 // PolicyNet's) or relu.
 void bias_activation(float* h, const float* bias, int64_t rows, int64_t width, bool relu);
 
+// h[r, i] += bias[i]: an output layer's bias.
+void add_bias(float* h, const float* bias, int64_t rows, int64_t width);
+
 // g[i] *= activation'(pre-activation), from the activation's output y:
 // 1 − y² for tanh, y > 0 for relu. n elements.
 void activation_backward(float* g, const float* y, int64_t n, bool relu);

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "model/fast_mlp_loops.h"
@@ -23,134 +24,165 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
               c, static_cast<int>(ldc));
 }
 
-// The network as raw pointers: layer l maps width[l] → width[l + 1] with
-// weight[l] [width[l + 1], width[l]] and bias[l]; the last layer is the two
-// heads packed into one [A + 1, H] (no activation).
+// The network as raw pointers: hidden layer l maps width[l] → width[l + 1]
+// with weight[l] [width[l + 1], width[l]] and bias[l]; then the two heads on
+// the last hidden width H: policy [A, H] + [A], value [1, H] + [1].
 struct Net {
   std::vector<int64_t> width;
-  std::vector<const float*> weight, bias;
+  std::vector<float*> weight, bias;  // the hidden layers'
+  float *policy_weight = nullptr, *policy_bias = nullptr;
+  float *value_weight = nullptr, *value_bias = nullptr;
+  int64_t actions = 0;
   bool relu = false;
-  int64_t layers() const { return static_cast<int64_t>(weight.size()); }
+  int64_t hidden() const { return static_cast<int64_t>(weight.size()); }
 };
 
-// The activations of n rows: act[l] [n, width[l + 1]] for each hidden layer,
-// and the head's output into `out` [n, A + 1]. One sgemm per layer over all
-// rows (OpenBLAS blocks it for the cache), then one element-wise pass.
-void forward_rows(const Net& net, const float* x, int64_t n, const std::vector<float*>& act,
-                  float* out) {
-  const int64_t L = net.layers();
-  for (int64_t l = 0; l < L; ++l) {
-    const int64_t in = net.width[l], width = net.width[l + 1];
-    float* y = l + 1 < L ? act[l] : out;
-    gemm(false, true, n, width, in, x, in, net.weight[l], in, 0.0f, y, width);
-    if (l + 1 < L) {
-      fast_mlp::bias_activation(y, net.bias[l], n, width, net.relu);
-    } else {
-      for (int64_t r = 0; r < n; ++r) {
-        for (int64_t i = 0; i < width; ++i) y[r * width + i] += net.bias[l][i];
-      }
-    }
-    x = y;
+// params: PolicyNet's MLP parameters (mlp_parameters() below), or their
+// gradients in the same order.
+Net net_of(const std::vector<at::Tensor>& params, bool relu) {
+  Net net;
+  net.relu = relu;
+  const int64_t hidden = static_cast<int64_t>(params.size()) / 2 - 2;
+  net.width.push_back(params[0].size(1));
+  for (int64_t l = 0; l < hidden; ++l) {
+    net.weight.push_back(params[2 * l].data_ptr<float>());
+    net.bias.push_back(params[2 * l + 1].data_ptr<float>());
+    net.width.push_back(params[2 * l].size(0));
   }
+  const size_t p = 2 * hidden;
+  net.actions = params[p].size(0);
+  net.policy_weight = params[p].data_ptr<float>();
+  net.policy_bias = params[p + 1].data_ptr<float>();
+  net.value_weight = params[p + 2].data_ptr<float>();
+  net.value_bias = params[p + 3].data_ptr<float>();
+  return net;
+}
+
+// The hidden activations of n rows, act[l] [n, width[l + 1]], then the
+// heads: logits [n, A] and value [n]. One sgemm per layer over all rows
+// (OpenBLAS blocks it for the cache), then one element-wise pass; the value
+// head, one row of weights, is an sgemv.
+void forward_rows(const Net& net, const float* x, int64_t n, const std::vector<float*>& act,
+                  float* logits, float* value) {
+  for (int64_t l = 0; l < net.hidden(); ++l) {
+    const int64_t in = net.width[l], width = net.width[l + 1];
+    gemm(false, true, n, width, in, x, in, net.weight[l], in, 0.0f, act[l], width);
+    fast_mlp::bias_activation(act[l], net.bias[l], n, width, net.relu);
+    x = act[l];
+  }
+  const int64_t H = net.width.back(), A = net.actions;
+  gemm(false, true, n, A, H, x, H, net.policy_weight, H, 0.0f, logits, A);
+  fast_mlp::add_bias(logits, net.policy_bias, n, A);
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(H), 1.0f, x,
+              static_cast<int>(H), net.value_weight, 1, 0.0f, value, 1);
+  fast_mlp::add_bias(value, net.value_bias, n, 1);
+}
+
+// Rows at the end whose output gradients are all zero add nothing to any
+// gradient: the learner's bootstrap row T, whose value is detached. The
+// number of rows before them.
+int64_t rows_with_gradient(const float* g_logits, const float* g_value, int64_t n, int64_t A) {
+  for (; n > 0; --n) {
+    bool zero = g_value[n - 1] == 0.0f;
+    for (int64_t a = 0; a < A && zero; ++a) zero = g_logits[(n - 1) * A + a] == 0.0f;
+    if (!zero) break;
+  }
+  return n;
+}
+
+// p's gradient buffer, which the backward pass adds into as AccumulateGrad
+// would (made zero on the first backward).
+at::Tensor grad_of(const at::Tensor& p) {
+  at::Tensor& g = p.mutable_grad();
+  if (!g.defined()) g = at::zeros_like(p, at::MemoryFormat::Contiguous);
+  return g;
 }
 
 class FusedMlp : public torch::autograd::Function<FusedMlp> {
  public:
   // params: the torso's weights and biases, then the policy head's and the
-  // value head's (PolicyNet's order, log_std left out). Returns [N, A + 1].
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& obs, bool relu,
-                            at::TensorList params) {
+  // value head's (PolicyNet's order, log_std left out). Returns the logits
+  // [N, A] and the value [N].
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& obs, bool relu,
+                               at::TensorList params) {
     ctx->saved_data["relu"] = relu;
-    std::vector<at::Tensor> packed;  // keeps the packed head alive
-    const Net net = net_of(params, relu, packed);
+    const Net net = net_of(params.vec(), relu);
     const int64_t N = obs.size(0);
-    at::Tensor out = at::empty({N, net.width.back()}, obs.options());
+    at::Tensor logits = at::empty({N, net.actions}, obs.options());
+    at::Tensor value = at::empty({N}, obs.options());
     // The hidden activations, kept for the backward pass (as LibTorch's
     // autograd keeps them): [N, width] per hidden layer.
     std::vector<at::Tensor> saved = {obs};
     saved.insert(saved.end(), params.begin(), params.end());
     std::vector<float*> act;
-    for (int64_t l = 0; l + 1 < net.layers(); ++l) {
+    for (int64_t l = 0; l < net.hidden(); ++l) {
       saved.push_back(at::empty({N, net.width[l + 1]}, obs.options()));
       act.push_back(saved.back().data_ptr<float>());
     }
-    forward_rows(net, obs.data_ptr<float>(), N, act, out.data_ptr<float>());
+    forward_rows(net, obs.data_ptr<float>(), N, act, logits.data_ptr<float>(),
+                 value.data_ptr<float>());
     ctx->save_for_backward(saved);
-    return out;
+    return {logits, value};
   }
 
+  // Adds each parameter's gradient into its .grad itself (sgemm with β = 1)
+  // and hands autograd none: no gradient tensors to allocate, and no
+  // accumulation pass per parameter.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor obs = saved[0];
-    std::vector<at::Tensor> params(saved.begin() + 1, saved.end());
-    const int64_t hidden = static_cast<int64_t>(params.size() - 4) / 3;  // 2 per layer + 1 saved
-    std::vector<const float*> act;
-    for (int64_t l = 0; l < hidden; ++l)
-      act.push_back(params[params.size() - hidden + l].data_ptr<float>());
-    params.resize(params.size() - hidden);
-    std::vector<at::Tensor> packed;
-    const Net net = net_of(params, ctx->saved_data["relu"].toBool(), packed);
-    const int64_t L = net.layers(), N = obs.size(0);
-    const at::Tensor g_out = grads[0].contiguous();  // [N, A + 1]
-    std::vector<at::Tensor> d_weight, d_bias;        // per layer, packed head last
-    for (int64_t l = 0; l < L; ++l) {
-      d_weight.push_back(at::empty({net.width[l + 1], net.width[l]}, obs.options()));
-      d_bias.push_back(at::zeros({net.width[l + 1]}, obs.options()));
-    }
+    const int64_t hidden = static_cast<int64_t>(saved.size() - 5) / 3;  // 2 params + 1 saved each
+    const std::vector<at::Tensor> params(saved.begin() + 1, saved.end() - hidden);
+    std::vector<at::Tensor> grad_tensors;
+    for (const at::Tensor& p : params) grad_tensors.push_back(grad_of(p));
+    const bool relu = ctx->saved_data["relu"].toBool();
+    const Net net = net_of(params, relu), d = net_of(grad_tensors, relu);
+    const int64_t N = obs.size(0), A = net.actions, H = net.width.back();
+    // An output that reached no loss has no gradient: zeros.
+    const at::Tensor g_logits =
+        grads[0].defined() ? grads[0].contiguous() : at::zeros({N, A}, obs.options());
+    const at::Tensor g_value =
+        grads[1].defined() ? grads[1].contiguous() : at::zeros({N}, obs.options());
+    const float* gl = g_logits.data_ptr<float>();
+    const float* gv = g_value.data_ptr<float>();
+    const int64_t n = rows_with_gradient(gl, gv, N, A);
+    if (n == 0) return no_gradients(params.size());
+    const float* top =
+        hidden > 0 ? saved[saved.size() - 1].data_ptr<float>() : obs.data_ptr<float>();
+    // The heads: ∂W = gᵀ·h, ∂b = Σ g.
+    gemm(true, false, A, H, n, gl, A, top, H, 1.0f, d.policy_weight, H);
+    fast_mlp::add_column_sums(gl, n, A, d.policy_bias);
+    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(n), static_cast<int>(H), 1.0f, top,
+                static_cast<int>(H), gv, 1, 1.0f, d.value_weight, 1);
+    fast_mlp::add_column_sums(gv, n, 1, d.value_bias);
+    if (hidden == 0) return no_gradients(params.size());
+    // ∂h [n, H] = g_logits · W_policy + g_value ⊗ w_value, then layer by
+    // layer down: ∂pre = ∂h ⊙ activation', ∂W = ∂preᵀ·input, ∂b = Σ ∂pre,
+    // ∂input = ∂pre · W.
     int64_t widest = 1;
     for (int64_t w : net.width) widest = std::max(widest, w);
-    std::vector<float> g(N * widest), g_in(N * widest);  // ∂ of a layer's output, its input
-    const int64_t n = N;
-    const float* x = obs.data_ptr<float>();
-    std::copy(g_out.data_ptr<float>(), g_out.data_ptr<float>() + n * net.width.back(), g.begin());
-    for (int64_t l = L - 1; l >= 0; --l) {
+    std::unique_ptr<float[]> g(new float[n * widest]), g_in(new float[n * widest]);
+    gemm(false, false, n, H, A, gl, A, net.policy_weight, H, 0.0f, g.get(), H);
+    cblas_sger(CblasRowMajor, static_cast<int>(n), static_cast<int>(H), 1.0f, gv, 1,
+               net.value_weight, 1, g.get(), static_cast<int>(H));
+    for (int64_t l = hidden - 1; l >= 0; --l) {
       const int64_t in = net.width[l], width = net.width[l + 1];
-      if (l + 1 < L) fast_mlp::activation_backward(g.data(), act[l], n * width, net.relu);
-      const float* input = l > 0 ? act[l - 1] : x;  // [n, in]
-      // ∂W [width, in] = gᵀ [width, n] · input [n, in]; ∂b = Σ_rows g.
-      gemm(true, false, width, in, n, g.data(), width, input, in, 0.0f,
-           d_weight[l].data_ptr<float>(), in);
-      fast_mlp::add_column_sums(g.data(), n, width, d_bias[l].data_ptr<float>());
+      const float* output = saved[saved.size() - hidden + l].data_ptr<float>();
+      const float* input = l > 0 ? saved[saved.size() - hidden + l - 1].data_ptr<float>()
+                                 : obs.data_ptr<float>();  // [n, in]
+      fast_mlp::activation_backward(g.get(), output, n * width, net.relu);
+      gemm(true, false, width, in, n, g.get(), width, input, in, 1.0f, d.weight[l], in);
+      fast_mlp::add_column_sums(g.get(), n, width, d.bias[l]);
       if (l == 0) break;
-      // ∂input [n, in] = g [n, width] · W [width, in].
-      gemm(false, false, n, in, width, g.data(), width, net.weight[l], in, 0.0f, g_in.data(), in);
+      gemm(false, false, n, in, width, g.get(), width, net.weight[l], in, 0.0f, g_in.get(), in);
       std::swap(g, g_in);
     }
-    // Back into PolicyNet's tensors: torso pairs, then the packed head split
-    // into the policy's rows and the value's row.
-    variable_list out = {at::Tensor(), at::Tensor()};  // obs, relu
-    for (int64_t l = 0; l + 1 < L; ++l) {
-      out.push_back(d_weight[l]);
-      out.push_back(d_bias[l]);
-    }
-    const int64_t A = net.width.back() - 1;
-    out.push_back(d_weight[L - 1].slice(0, 0, A));
-    out.push_back(d_bias[L - 1].slice(0, 0, A));
-    out.push_back(d_weight[L - 1].slice(0, A));
-    out.push_back(d_bias[L - 1].slice(0, A));
-    return out;
+    return no_gradients(params.size());
   }
 
  private:
-  static Net net_of(at::TensorList params, bool relu, std::vector<at::Tensor>& packed) {
-    Net net;
-    net.relu = relu;
-    const int64_t hidden = static_cast<int64_t>(params.size()) / 2 - 2;
-    net.width.push_back(params[0].size(1));
-    for (int64_t l = 0; l < hidden; ++l) {
-      net.weight.push_back(params[2 * l].data_ptr<float>());
-      net.bias.push_back(params[2 * l + 1].data_ptr<float>());
-      net.width.push_back(params[2 * l].size(0));
-    }
-    // The heads as one layer: policy rows then the value row.
-    const size_t p = 2 * hidden;
-    packed = {at::cat({params[p], params[p + 2]}, 0).contiguous(),
-              at::cat({params[p + 1], params[p + 3]}, 0).contiguous()};
-    net.weight.push_back(packed[0].data_ptr<float>());
-    net.bias.push_back(packed[1].data_ptr<float>());
-    net.width.push_back(packed[0].size(0));
-    return net;
-  }
+  // None for obs and relu, none for the parameters (already in their .grad).
+  static variable_list no_gradients(size_t params) { return variable_list(2 + params); }
 };
 
 // The MLP's parameters in PolicyNet's order without log_std, or nothing if
@@ -173,8 +205,12 @@ bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
   }
   const std::vector<at::Tensor> params = mlp_parameters(model);
   if (params.empty()) return false;
-  return std::all_of(params.begin(), params.end(), [](const at::Tensor& p) {
-    return p.device().is_cpu() && p.scalar_type() == at::kFloat && p.is_contiguous();
+  const auto fusable = [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+  };
+  // The backward pass adds into each .grad as a float buffer.
+  return std::all_of(params.begin(), params.end(), [&](const at::Tensor& p) {
+    return fusable(p) && (!p.grad().defined() || fusable(p.grad()));
   });
 }
 
@@ -183,12 +219,11 @@ PolicyOutput policy_forward(PolicyNetImpl& model, const at::Tensor& obs,
   if (!fused_training_applies(model, obs, mode)) return model.forward(obs);
   const std::vector<at::Tensor> params = mlp_parameters(model);
   const at::Tensor x = obs.reshape({obs.size(0), -1}).contiguous();
-  const at::Tensor out = FusedMlp::apply(
+  const variable_list out = FusedMlp::apply(
       x, model.spec().activation == ModelConfig::Activation::kRelu, at::TensorList(params));
-  const int64_t A = model.spec().actions;
   PolicyOutput result;
-  result.logits = out.slice(1, 0, A);
-  result.value = out.select(1, A);
+  result.logits = out[0];
+  result.value = out[1];
   if (model.spec().continuous) {
     result.log_std = model.parameters()[0].expand_as(result.logits);  // log_std: first
   }

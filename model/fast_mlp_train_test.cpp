@@ -104,6 +104,41 @@ TEST(FastMlpTrainTest, OutputsGradientsAndOneAdamStepMatchPolicyNetInFloat64) {
   }
 }
 
+// The backward pass adds into .grad itself: across two backward passes
+// without zeroing, with the last rows' output gradients zero (as the
+// learner's bootstrap row is) and with an output that reaches no loss.
+TEST(FastMlpTrainTest, GradientsAccumulateSkipZeroRowsAndUnusedOutputs) {
+  for (const std::string loss : {"both", "value only", "logits only"}) {
+    PolicyNet net = random_net(false, Activation::kTanh, 23);
+    PolicyNet ref = testing::float64_copy(net);
+    const int64_t rows = 90, A = net->spec().actions;
+    for (int pass = 0; pass < 2; ++pass) {
+      const at::Tensor obs = at::randn({rows, 2, 3});
+      at::Tensor gl = at::randn({rows, A}), gv = at::randn({rows});
+      gl.slice(0, rows - 30).zero_(), gv.slice(0, rows - 30).zero_();  // the last 30 rows
+      gl[rows - 40][1] = 0.0f, gv[rows - 40] = 0.0f;  // a zero row before others is still a row
+      const PolicyOutput fused = policy_forward(*net, obs, kAuto);
+      const PolicyOutput stock = ref->forward(obs.to(at::kDouble));
+      auto reduce = [&](const PolicyOutput& out) {
+        const at::Tensor l = (out.logits * gl.to(out.logits.scalar_type())).sum();
+        const at::Tensor v = (out.value * gv.to(out.value.scalar_type())).sum();
+        return loss == "both" ? l + v : loss == "value only" ? v : l;
+      };
+      reduce(fused).backward();
+      reduce(stock).backward();
+    }
+    const auto fused_params = net->named_parameters();
+    for (const auto& item : ref->named_parameters()) {
+      const at::Tensor g = fused_params[item.key()].grad();
+      ASSERT_TRUE(g.defined()) << loss << " " << item.key();
+      // A head no loss reached has no gradient in LibTorch, zeros here.
+      const at::Tensor want =
+          item.value().grad().defined() ? item.value().grad() : at::zeros_like(item.value());
+      EXPECT_LT(relative_error(g, want), 1e-4) << loss << " ∂" << item.key();
+    }
+  }
+}
+
 TEST(FastMlpTrainTest, OffPixelsAndDoubleStayOnLibTorch) {
   PolicyNet net = random_net(false, Activation::kTanh, 22);
   const at::Tensor obs = at::randn({4, 2, 3});

@@ -3,7 +3,9 @@
 // (model.fast_path = auto, model/fast_mlp.h) against LibTorch (off), in the
 // same run, on the env's observations, one thread; median of many steps.
 // Then the learner's model forward and backward both ways, at the row counts
-// of configs/cartpole.toml's batch (17 · 64) and bench-train's (33 · 1024).
+// of configs/cartpole.toml's batch (17 · 64) and bench-train's (33 · 1024),
+// and the learner's whole step (Trainer::learn: forward, V-trace, loss,
+// backward, clipping, Adam) on a batch of the config's shape.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -17,6 +19,7 @@
 
 #include "core/config.h"
 #include "envs/env.h"
+#include "learner/trainer.h"
 #include "model/fast_mlp.h"
 #include "model/fast_mlp_train.h"
 #include "model/policy.h"
@@ -91,6 +94,34 @@ void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config,
                            fused, stock / fused);
 }
 
+// One learner step (Trainer::learn) on a random batch shaped as the
+// config's: T = actor.unroll_length, N = learner.batch_size · env.num_envs.
+void bench_learner_step(const Config& base, int repeats) {
+  const EnvSpec spec = envs::make_env(base.env, 1)->spec();
+  const int64_t T = base.actor.unroll_length, N = base.learner.batch_size * base.env.num_envs;
+  at::manual_seed(1);
+  learner::Batch b;
+  std::vector<int64_t> obs_shape = {T + 1, N};
+  obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
+  b.obs = at::randn(obs_shape);
+  b.actions = at::randint(0, spec.action_size, {T, N}, at::kLong);
+  b.rewards = at::randn({T, N});
+  b.discounts = at::full({T, N}, 0.99f);
+  b.truncated = at::zeros({T, N}, at::kByte);
+  b.final_values = at::zeros({T, N});
+  b.behaviour_log_probs = at::full({T, N}, -0.69f);
+  auto step = [&](ModelConfig::FastPath mode) {
+    Config c = base;
+    c.model.fast_path = mode;
+    learner::Trainer trainer(c, spec);
+    return median_us([&] { trainer.learn(b, 0.0); }, repeats, 10);
+  };
+  const double stock = step(ModelConfig::FastPath::kOff);
+  const double fused = step(ModelConfig::FastPath::kAuto);
+  std::cout << fmt::format("| {} | {} × {} | {:.0f} | {:.0f} | {:.1f}× |\n", spec.name, T + 1, N,
+                           stock, fused, stock / fused);
+}
+
 }  // namespace
 
 CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
@@ -122,6 +153,12 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
     for (int64_t rows : {1088, 33792}) {
       bench_learner(args->env, args->model, rows, std::max(3, args->repeats / 20));
     }
+    std::cout << "\nlearner: the whole step, built-in defaults for the rest\n\n| env | rows "
+                 "| LibTorch µs | fused µs | speed-up |\n|---|---:|---:|---:|---:|\n";
+    Config config = load_config("", {"learner.device=cpu"});
+    config.env.name = args->env.name;
+    config.model.hidden = args->model.hidden;
+    bench_learner_step(config, std::max(3, args->repeats / 10));
   };
   return command;
 }
