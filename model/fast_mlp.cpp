@@ -1,7 +1,5 @@
 #include "model/fast_mlp.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -9,6 +7,7 @@
 #include "core/error.h"
 #include "core/fast_math.h"
 #include "core/hd.h"
+#include "model/fast_gemm.h"
 #include "model/fast_mlp_loops.h"
 
 namespace pronghorn {
@@ -240,18 +239,14 @@ void FastMlp::forward(const float* obs, int64_t rows) {
     const Layer& layer = torso_[l];
     float* h = hidden_[l % 2].data();
     // h [rows, out] = x [rows, in] · Wᵀ, W [out, in] row-major.
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-                static_cast<int>(layer.out), static_cast<int>(layer.in), 1.0f, x,
-                static_cast<int>(layer.in), params_.data() + layer.weight,
-                static_cast<int>(layer.in), 0.0f, h, static_cast<int>(layer.out));
+    fast_mlp::gemm(false, true, rows, layer.out, layer.in, x, layer.in,
+                   params_.data() + layer.weight, layer.in, 0.0f, h, layer.out);
     bias_activation(h, params_.data() + layer.bias, rows, layer.out,
                     spec_.activation == ModelConfig::Activation::kRelu);
     x = h;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-              static_cast<int>(head_width_), static_cast<int>(width_), 1.0f, x,
-              static_cast<int>(width_), head_weight_.data(), static_cast<int>(width_), 0.0f,
-              head_.data(), static_cast<int>(head_width_));
+  fast_mlp::gemm(false, true, rows, head_width_, width_, x, width_, head_weight_.data(), width_,
+                 0.0f, head_.data(), head_width_);
   fast_mlp::add_bias(head_.data(), head_bias_.data(), rows, head_width_);
 }
 

@@ -7,10 +7,10 @@
 //   obs [N, in] ─sgemm→ bias + activation ─…→ sgemm → [N, A + 1] (logits or
 //   Gaussian mean, then the value) → log-softmax / Gaussian → actions, log-probs
 //
-// Matrix products are OpenBLAS's cblas_sgemm; the element-wise loops are
-// compiled for AVX-512, AVX2 and baseline x86-64 (PRONGHORN_VECTOR_CLONES)
-// over core/fast_math.h's exp, log and tanh, the same functions PolicyNet's
-// tanh uses. Checked against PolicyNet in float64 by fast_mlp_test.cpp.
+// Matrix products are model/fast_gemm.h's (OpenBLAS, or Eigen on AVX-512);
+// the element-wise loops are compiled for AVX-512, AVX2 and baseline x86-64
+// (PRONGHORN_VECTOR_CLONES) over core/fast_math.h's exp, log and tanh, the
+// same functions PolicyNet's tanh uses. Checked against PolicyNet in float64 by fast_mlp_test.cpp.
 //
 // Random numbers: a std::mt19937_64 of its own, seeded by the caller with the
 // seed the LibTorch path gives torch::manual_seed, so a run is as

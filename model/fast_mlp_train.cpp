@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/fast_gemm.h"
 #include "model/fast_mlp_loops.h"
 
 namespace pronghorn {
@@ -15,14 +16,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// C [m, n] = alpha·op(A)·op(B) + beta·C, row-major, int sizes for cblas.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
-}
+using fast_mlp::gemm;
 
 // The network as raw pointers: hidden layer l maps width[l] → width[l + 1]
 // with weight[l] [width[l + 1], width[l]] and bias[l]; then the two heads on
@@ -59,9 +53,9 @@ Net net_of(const std::vector<at::Tensor>& params, bool relu) {
 }
 
 // The hidden activations of n rows, act[l] [n, width[l + 1]], then the
-// heads: logits [n, A] and value [n]. One sgemm per layer over all rows
-// (OpenBLAS blocks it for the cache), then one element-wise pass; the value
-// head, one row of weights, is an sgemv.
+// heads: logits [n, A] and value [n]. One matrix product per layer over all
+// rows (model/fast_gemm.h; the BLAS blocks it for the cache), then one
+// element-wise pass; the value head, one row of weights, is an sgemv.
 void forward_rows(const Net& net, const float* x, int64_t n, const std::vector<float*>& act,
                   float* logits, float* value) {
   for (int64_t l = 0; l < net.hidden(); ++l) {

@@ -1,19 +1,24 @@
 // The learner's forward pass through the fused MLP path (model.fast_path =
 // "auto"): PolicyNet's MLP torso and heads as one autograd function, each
-// layer one OpenBLAS sgemm over all rows plus one vectorised element-wise
-// pass (model/fast_mlp_loops.h), instead of several LibTorch ops and their
-// autograd nodes per layer.
+// layer one matrix product over all rows (model/fast_gemm.h) plus one
+// vectorised element-wise pass (model/fast_mlp_loops.h), instead of several
+// LibTorch ops and their autograd nodes per layer.
 //
-//   forward:  obs [N, in] → layer by layer (activations kept) → [N, A + 1]
-//   backward: ∂/∂W = gᵀ·h, ∂/∂b = Σ g, ∂/∂h = g·W, layer by layer
+//   forward:  obs [N, in] → layer by layer (activations kept) → logits
+//             [N, A] and value [N]
+//   backward: ∂/∂W = gᵀ·h, ∂/∂b = Σ g, ∂/∂h = g·W, layer by layer, added
+//             into each parameter's .grad by the product itself (β = 1),
+//             over the rows up to the last with a nonzero output gradient
 //
 // (Blocks of 256 rows with the activations recomputed in the backward pass
 // were tried first: at a CartPole batch of 1088 rows the extra forward made
 // it 0.9× LibTorch; BLAS over whole matrices is faster at every size tried.)
 //
 // The parameters stay PolicyNet's tensors and the optimizer LibTorch's, so
-// gradients land in the same .grad fields, clipping and the optimizer step
-// are unchanged, and a checkpoint is the same whichever path trained it.
+// gradients land in the same .grad fields (created as zeros where absent,
+// also for a head no loss reached, where LibTorch would leave none), the
+// optimizer state is LibTorch's, and a checkpoint is the same whichever path
+// trained it.
 // Checked against PolicyNet in float64 by fast_mlp_train_test.cpp.
 #pragma once
 
