@@ -20,6 +20,7 @@
 #include "core/config.h"
 #include "envs/env.h"
 #include "learner/trainer.h"
+#include "model/fast_gemm.h"
 #include "model/fast_mlp.h"
 #include "model/fast_mlp_train.h"
 #include "model/policy.h"
@@ -145,6 +146,7 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
       ->check(CLI::Range(1, 1000000));
   run = [args] {
     set_compute_threads(1);
+    std::cout << "matrix products: " << fast_mlp::gemm_backend() << " (model/fast_gemm.h)\n\n";
     std::cout << "| env | K | LibTorch µs/step | fused µs/step | LibTorch ns/row | fused ns/row "
                  "| speed-up |\n|---|---:|---:|---:|---:|---:|---:|\n";
     for (int64_t K : args->num_envs) bench_k(args->env, args->model, K, args->repeats);
