@@ -3,8 +3,20 @@
 # entry point and Eigen's templates (no other file includes Eigen). Any other
 # global definition (an inline function of the standard library, say) could
 # be the copy the linker keeps for the whole program, and its AVX-512
-# instructions would then run on a CPU without them.
-#   cmake -DOBJECTS=<object files> -P check_avx512_symbols.cmake
+# instructions would then run on a CPU without them. That no other file
+# includes Eigen is checked here too, over the sources.
+#   cmake -DOBJECTS=<object files> -DSOURCE_DIR=<repository> -P check_avx512_symbols.cmake
+file(GLOB_RECURSE sources RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/*.h ${SOURCE_DIR}/*.cpp
+     ${SOURCE_DIR}/*.cu)
+foreach(source IN LISTS sources)
+  if(source MATCHES "^build" OR source STREQUAL "model/fast_gemm_avx512.cpp")
+    continue()
+  endif()
+  file(STRINGS ${SOURCE_DIR}/${source} eigen REGEX "#include *[<\"]Eigen/")
+  if(eigen)
+    message(FATAL_ERROR "${source} includes Eigen: only model/fast_gemm_avx512.cpp may")
+  endif()
+endforeach()
 foreach(object IN LISTS OBJECTS)
   execute_process(COMMAND nm --defined-only ${object} OUTPUT_VARIABLE symbols
                   RESULT_VARIABLE status)
@@ -14,12 +26,14 @@ foreach(object IN LISTS OBJECTS)
   string(REPLACE "\n" ";" lines "${symbols}")
   set(count 0)
   foreach(line IN LISTS lines)
-    # "<address> <type> <name>": upper-case types are global (W, V: weak).
-    if(line MATCHES "^[0-9a-f]+ ([A-Z]) (.*)$")
+    # "<address> <type> <name>": upper-case types are global (W, V: weak),
+    # u a unique global, i an indirect function.
+    if(line MATCHES "^[0-9a-f]+ ([A-Zui]) (.*)$")
       set(name "${CMAKE_MATCH_2}")
       math(EXPR count "${count} + 1")
-      # Mangled: _ZN5Eigen… / _ZNK5Eigen… are in namespace Eigen.
-      if(NOT name MATCHES "^_ZN5Eigen" AND NOT name MATCHES "^_ZNK5Eigen"
+      # Mangled: _ZN5Eigen… / _ZNK5Eigen… are in namespace Eigen, _ZZN5Eigen…
+      # a static inside one of its functions and _ZGVZN5Eigen… that static's guard.
+      if(NOT name MATCHES "^_Z(GV)?Z?NK?5Eigen"
          AND NOT name MATCHES "^_ZN9pronghorn8fast_mlp11gemm_avx512E"
          AND NOT name STREQUAL "DW.ref.__gxx_personality_v0")
         message(FATAL_ERROR "${object} defines ${name}: a global symbol other files may share")

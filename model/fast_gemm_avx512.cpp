@@ -1,9 +1,10 @@
-// Compiled with -march=x86-64-v4 (model/CMakeLists.txt), so Eigen takes its
-// AVX-512 kernels. No other file includes Eigen, so no other copy of its
-// templates exists to be merged with these at link time; fast_gemm_test
-// checks that this object defines no other symbol an AVX2 file could share
-// (an inline function of the standard library, say), whose AVX-512 copy the
-// linker might keep for the whole program.
+// Compiled for AVX-512 (model/CMakeLists.txt), so Eigen takes its AVX-512
+// kernels. No other file includes Eigen, so no other copy of its templates
+// exists to be merged with these at link time; the ctest
+// FastGemmAvx512DefinesOnlyItsOwnSymbols checks that, and that this object
+// defines no other symbol an AVX2 file could share (an inline function of
+// the standard library, say), whose AVX-512 copy the linker might keep for
+// the whole program.
 #include "model/fast_gemm_avx512.h"
 
 #include <Eigen/Core>

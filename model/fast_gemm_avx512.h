@@ -1,5 +1,5 @@
-// gemm() (model/fast_gemm.h) by Eigen, compiled for x86-64-v4 (AVX-512) in
-// fast_gemm_avx512.cpp alone: call it only where the CPU has AVX-512.
+// gemm() (model/fast_gemm.h) by Eigen, compiled for AVX-512 in
+// fast_gemm_avx512.cpp alone: call it only where has_avx512().
 #pragma once
 
 #include <cstdint>

@@ -132,11 +132,8 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
     const bool relu = ctx->saved_data["relu"].toBool();
     const Net net = net_of(params, relu), d = net_of(grad_tensors, relu);
     const int64_t N = obs.size(0), A = net.actions, H = net.width.back();
-    // An output that reached no loss has no gradient: zeros.
-    const at::Tensor g_logits =
-        grads[0].defined() ? grads[0].contiguous() : at::zeros({N, A}, obs.options());
-    const at::Tensor g_value =
-        grads[1].defined() ? grads[1].contiguous() : at::zeros({N}, obs.options());
+    // An output no loss reached comes as zeros (LibTorch materialises them).
+    const at::Tensor g_logits = grads[0].contiguous(), g_value = grads[1].contiguous();
     const float* gl = g_logits.data_ptr<float>();
     const float* gv = g_value.data_ptr<float>();
     const int64_t n = rows_with_gradient(gl, gv, N, A);
@@ -202,9 +199,10 @@ bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
   const auto fusable = [](const at::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
   };
-  // The backward pass adds into each .grad as a float buffer.
+  // The backward pass adds into each .grad as a float buffer, so every
+  // parameter must want one.
   return std::all_of(params.begin(), params.end(), [&](const at::Tensor& p) {
-    return fusable(p) && (!p.grad().defined() || fusable(p.grad()));
+    return fusable(p) && p.requires_grad() && (!p.grad().defined() || fusable(p.grad()));
   });
 }
 

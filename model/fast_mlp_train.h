@@ -19,6 +19,10 @@
 // also for a head no loss reached, where LibTorch would leave none), the
 // optimizer state is LibTorch's, and a checkpoint is the same whichever path
 // trained it.
+// Writing .grad itself is what backward() does with the MLP's parameters as
+// leaves; what else autograd offers is not kept: hooks on the parameters do
+// not run, and torch::autograd::grad() would find nothing returned for them
+// (the learner uses neither).
 // Checked against PolicyNet in float64 by fast_mlp_train_test.cpp.
 #pragma once
 
@@ -31,7 +35,7 @@ namespace pronghorn {
 
 // Whether policy_forward() takes the fused path for `model` on `obs`: mode
 // auto, an MLP (no pixels, no parameters beyond the MLP's), float32
-// parameters and observations on the CPU.
+// parameters that require gradients and observations on the CPU.
 bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
                             ModelConfig::FastPath mode);
 

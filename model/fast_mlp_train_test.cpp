@@ -116,7 +116,7 @@ TEST(FastMlpTrainTest, GradientsAccumulateSkipZeroRowsAndUnusedOutputs) {
       const at::Tensor obs = at::randn({rows, 2, 3});
       at::Tensor gl = at::randn({rows, A}), gv = at::randn({rows});
       gl.slice(0, rows - 30).zero_(), gv.slice(0, rows - 30).zero_();  // the last 30 rows
-      gl[rows - 40][1] = 0.0f, gv[rows - 40] = 0.0f;  // a zero row before others is still a row
+      gl[rows - 40].zero_(), gv[rows - 40] = 0.0f;  // a zero row before others is still a row
       const PolicyOutput fused = policy_forward(*net, obs, kAuto);
       const PolicyOutput stock = ref->forward(obs.to(at::kDouble));
       auto reduce = [&](const PolicyOutput& out) {
@@ -139,7 +139,7 @@ TEST(FastMlpTrainTest, GradientsAccumulateSkipZeroRowsAndUnusedOutputs) {
   }
 }
 
-TEST(FastMlpTrainTest, OffPixelsAndDoubleStayOnLibTorch) {
+TEST(FastMlpTrainTest, OffPixelsDoubleAndFrozenStayOnLibTorch) {
   PolicyNet net = random_net(false, Activation::kTanh, 22);
   const at::Tensor obs = at::randn({4, 2, 3});
   EXPECT_TRUE(fused_training_applies(*net, obs, kAuto));
@@ -153,6 +153,9 @@ TEST(FastMlpTrainTest, OffPixelsAndDoubleStayOnLibTorch) {
   pixels.actions = 2;
   PolicyNet cnn(pixels);
   EXPECT_FALSE(fused_training_applies(*cnn, at::rand({2, 1, 16, 16}), kAuto));
+  // A frozen layer: the fused backward would write its .grad.
+  net->parameters()[0].set_requires_grad(false);
+  EXPECT_FALSE(fused_training_applies(*net, obs, kAuto));
 }
 
 }  // namespace

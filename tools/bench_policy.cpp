@@ -21,6 +21,7 @@
 #include "envs/env.h"
 #include "learner/trainer.h"
 #include "model/fast_gemm.h"
+#include "model/fast_gemm_avx512.h"
 #include "model/fast_mlp.h"
 #include "model/fast_mlp_train.h"
 #include "model/policy.h"
@@ -95,6 +96,48 @@ void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config,
                            fused, stock / fused);
 }
 
+// The matrix products of the learner's fused forward and backward over
+// `rows` (model/fast_mlp_train.cpp's, at the model's widths), by each
+// backend this CPU has, in µs (median).
+void bench_products(const EnvConfig& env_config, const ModelConfig& model_config, int64_t rows,
+                    int repeats) {
+  EnvConfig config = env_config;
+  config.num_envs = 1;
+  const EnvSpec spec = envs::make_env(config, 1)->spec();
+  const ModelSpec model = model_spec_for(spec, model_config);
+  std::vector<int64_t> width = {1};
+  for (int64_t d : model.obs_shape) width[0] *= d;
+  width.insert(width.end(), model.hidden.begin(), model.hidden.end());
+  width.push_back(model.actions);  // the policy head
+  int64_t widest = 1;
+  for (int64_t w : width) widest = std::max(widest, w);
+  std::vector<float> x(rows * widest, 0.5f), y(rows * widest), w(widest * widest, 0.01f),
+      dw(widest * widest);
+  using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                        int64_t, float, float*, int64_t);
+  auto time = [&](Gemm gemm) {
+    return median_us(
+        [&] {
+          for (size_t l = 0; l + 1 < width.size(); ++l) {
+            const int64_t in = width[l], out = width[l + 1];
+            gemm(false, true, rows, out, in, x.data(), in, w.data(), in, 0.0f, y.data(), out);
+            gemm(true, false, out, in, rows, y.data(), out, x.data(), in, 1.0f, dw.data(), in);
+            if (l > 0) {
+              gemm(false, false, rows, in, out, y.data(), out, w.data(), in, 0.0f, x.data(), in);
+            }
+          }
+        },
+        repeats, 10);
+  };
+  std::cout << fmt::format("| {} | {} | {:.0f} |", spec.name, rows, time(fast_mlp::gemm_openblas));
+  if (fast_mlp::has_avx512()) {
+    const double eigen = time(fast_mlp::gemm_avx512);
+    std::cout << fmt::format(" {:.0f} | {:.2f} |\n", eigen, eigen / time(fast_mlp::gemm_openblas));
+  } else {
+    std::cout << " (no AVX-512) | |\n";
+  }
+}
+
 // One learner step (Trainer::learn) on a random batch shaped as the
 // config's: T = actor.unroll_length, N = learner.batch_size · env.num_envs.
 void bench_learner_step(const Config& base, int repeats) {
@@ -114,6 +157,9 @@ void bench_learner_step(const Config& base, int repeats) {
   auto step = [&](ModelConfig::FastPath mode) {
     Config c = base;
     c.model.fast_path = mode;
+    // Every step's work, without the weights moving: random batches would
+    // drive them to a non-finite loss, which ends the step.
+    c.learner.learning_rate = 0;
     learner::Trainer trainer(c, spec);
     return median_us([&] { trainer.learn(b, 0.0); }, repeats, 10);
   };
@@ -155,6 +201,9 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
     for (int64_t rows : {1088, 33792}) {
       bench_learner(args->env, args->model, rows, std::max(3, args->repeats / 20));
     }
+    std::cout << "\nlearner: the matrix products of one forward + backward\n\n| env | rows "
+                 "| OpenBLAS µs | Eigen AVX-512 µs | ratio |\n|---|---:|---:|---:|---:|\n";
+    bench_products(args->env, args->model, 1088, std::max(3, args->repeats / 4));
     std::cout << "\nlearner: the whole step, built-in defaults for the rest\n\n| env | rows "
                  "| LibTorch µs | fused µs | speed-up |\n|---|---:|---:|---:|---:|\n";
     Config config = load_config("", {"learner.device=cpu"});
