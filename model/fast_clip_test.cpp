@@ -17,7 +17,7 @@ namespace {
 std::vector<at::Tensor> with_gradients(double scale, at::ScalarType dtype) {
   torch::manual_seed(41);
   std::vector<at::Tensor> params;
-  for (auto shape : {std::vector<int64_t>{64, 4}, {64}, {2, 64}, {2}, {1, 64}, {1}}) {
+  for (const auto& shape : {std::vector<int64_t>{64, 4}, {64}, {2, 64}, {2}, {1, 64}, {1}}) {
     at::Tensor p = at::randn(shape).to(dtype);
     p.mutable_grad() = (at::randn(shape) * scale).to(dtype);
     params.push_back(p);

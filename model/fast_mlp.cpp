@@ -19,7 +19,8 @@ void bias_activation(float* __restrict h, const float* __restrict bias, int64_t 
                      bool relu) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = h + r * width;
-    if (relu) {
+    // clang-tidy compares the two OpenMP directives, not their loops:
+    if (relu) {  // NOLINT(bugprone-branch-clone)
 #pragma omp simd
       for (int64_t i = 0; i < width; ++i) row[i] = max_f(row[i] + bias[i], 0.0f);
     } else {
@@ -39,7 +40,7 @@ void add_bias(float* __restrict h, const float* __restrict bias, int64_t rows, i
 
 PRONGHORN_VECTOR_CLONES
 void activation_backward(float* __restrict g, const float* __restrict y, int64_t n, bool relu) {
-  if (relu) {
+  if (relu) {  // NOLINT(bugprone-branch-clone): as in bias_activation
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
   } else {

@@ -124,7 +124,7 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
   // accumulation pass per parameter.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor obs = saved[0];
+    const at::Tensor& obs = saved[0];
     const int64_t hidden = static_cast<int64_t>(saved.size() - 5) / 3;  // 2 params + 1 saved each
     const std::vector<at::Tensor> params(saved.begin() + 1, saved.end() - hidden);
     std::vector<at::Tensor> grad_tensors;
