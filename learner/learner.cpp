@@ -168,6 +168,18 @@ void Learner::Loop::evaluate(Clock::time_point now) {
   }
 }
 
+// The last metrics line of a run that failed: state "failed" and the error,
+// over the counters as they were. A second failure (the disk, say) while
+// writing it is the first one's to report, not this line's.
+void Learner::Loop::report_failure(const std::string& error) noexcept {
+  try {
+    state_ = "failed";
+    end_reason_ = error.substr(0, error.find('\n'));  // LibTorch appends a backtrace
+    report(Clock::now());
+  } catch (...) {
+  }
+}
+
 // A metrics.jsonl line, the curves and the progress line.
 void Learner::Loop::report(Clock::time_point now) {
   const double interval = std::max(1e-9, seconds(now - last_report_));
@@ -201,6 +213,11 @@ TrainResult Learner::Loop::run() {
   // Several learners wait for a batch only so long, then step with none.
   const auto batch_wait =
       parallel_ ? std::chrono::milliseconds(c_.distributed.batch_wait_ms) : 100ms;
+  // A metrics line every run.report_interval_s, also while no batch comes:
+  // a job waiting on its actors says so.
+  const auto report_if_due = [&](Clock::time_point now) {
+    if (seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
+  };
   while (parallel_ || (!stop_.load() && !stop_requested_)) {
     supervisor_->poll(ring_->counters().committed);  // throws when actors keep failing
     while (auto pending = board_.next()) handle(*pending);
@@ -229,9 +246,15 @@ TrainResult Learner::Loop::run() {
       }
       reached_target = cluster.target;
       if (reached_target) cluster_return_ = cluster.target_return;
-      if (cluster.samples == 0) continue;
+      if (cluster.samples == 0) {
+        report_if_due(Clock::now());
+        continue;
+      }
     } else {
-      if (!prepared) continue;
+      if (!prepared) {
+        report_if_due(Clock::now());
+        continue;
+      }
       learn(*prepared);
       // The step may have moved the training mean off the target: then the
       // next evaluation decides again.
@@ -241,7 +264,7 @@ TrainResult Learner::Loop::run() {
     now = Clock::now();
     finished = reached_target || stats_.env_steps >= static_cast<uint64_t>(c_.run.total_steps);
     if (finished) break;
-    if (seconds(now - last_report_) >= c_.run.report_interval_s) report(now);
+    report_if_due(now);
     if (rank_ == 0 && c_.run.checkpoint_interval_s > 0 && now >= next_checkpoint) {
       next_checkpoint = now + as_duration(c_.run.checkpoint_interval_s);
       try {
@@ -316,7 +339,8 @@ Learner::~Learner() = default;
 TrainResult Learner::run() {
   try {
     return loop_->run();
-  } catch (...) {
+  } catch (const std::exception& e) {
+    loop_->report_failure(e.what());
     end_progress();  // main's error line stands alone
     throw;
   }

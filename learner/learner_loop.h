@@ -46,6 +46,8 @@ class Learner::Loop {
   ~Loop() { board_.close(); }  // a loop that ended on an error answers what is queued
 
   TrainResult run();
+  // After run() threw: the run's last metrics line, saying so.
+  void report_failure(const std::string& error) noexcept;
 
  private:
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,

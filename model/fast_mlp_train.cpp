@@ -119,7 +119,7 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
     return {logits, value};
   }
 
-  // Adds each parameter's gradient into its .grad itself (sgemm with β = 1)
+  // Adds each parameter's gradient into its .grad itself (products with β = 1)
   // and hands autograd none: no gradient tensors to allocate, and no
   // accumulation pass per parameter.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {

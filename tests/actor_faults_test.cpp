@@ -137,9 +137,7 @@ TEST(ActorFaultsTest, ActorsThatAbortOrExitAreNamedByHow) {
 TEST(ActorFaultsTest, AnEnvStepThatNeverReturnsEndsTheJobAfterTheStallTimeout) {
   Job job(crashing("hang", {"--set", "actor.stall_timeout_s=2"}));
   // It trained before the env hung: a job with no unroll yet waits 60 s
-  // longer (ActorWatchdog::kStartAllowance). (No metrics line says so: with
-  // actors forked by the zygote its few steps can all come within the first
-  // report interval, and a job that fails writes none after.)
+  // longer (ActorWatchdog::kStartAllowance).
   ASSERT_TRUE(job.ended(30s)) << slurp(job.err);
   EXPECT_EQ(job.status, 1);
   EXPECT_TRUE(std::regex_match(
@@ -148,6 +146,14 @@ TEST(ActorFaultsTest, AnEnvStepThatNeverReturnsEndsTheJobAfterTheStallTimeout) {
                  "every actor is alive: an env step or the policy never returns\\? "
                  "\\(actor.stall_timeout_s = 2\\)")))
       << slurp(job.err);
+  // The run's last metrics line says how it ended, the counters as they were.
+  const std::string metrics = slurp(job.dir + "/metrics.jsonl");
+  const std::string last = metrics.substr(metrics.rfind('\n', metrics.size() - 2) + 1);
+  EXPECT_NE(last.find("\"state\": \"failed\""), std::string::npos) << last;
+  EXPECT_NE(last.find("\"end_reason\": \"actors stalled: no unroll committed for "),
+            std::string::npos)
+      << last;
+  EXPECT_GT(job.metric("env_steps"), 0);
   job.expect_nothing_left();  // the hung actor ignores SIGTERM: killed
 }
 
@@ -157,6 +163,15 @@ TEST(ActorFaultsTest, ALearnerWithNoActorWaitsNotStalledAndTrainsOnceScaledUp) {
   std::this_thread::sleep_for(3s);
   ASSERT_TRUE(job.running()) << "no actor wanted is no stall:\n" << slurp(job.err);
   EXPECT_TRUE(children_of(job.pid).empty()) << "actor.count = 0 starts no actor";
+  // Waiting, it still reports every run.report_interval_s (0.2 s here).
+  int waiting_lines = 0;
+  for (const std::string& line : lines_of(slurp(job.dir + "/metrics.jsonl"))) {
+    if (line.find("\"env_steps\": 0,") != std::string::npos &&
+        line.find("\"state\": \"running\"") != std::string::npos) {
+      ++waiting_lines;
+    }
+  }
+  EXPECT_GE(waiting_lines, 5) << slurp(job.dir + "/metrics.jsonl");
   const auto [code, out] =
       shell(std::string(PRONGHORN_BIN) + " scale --run-dir " + job.dir + " --actors 1");
   ASSERT_EQ(code, 0) << out;

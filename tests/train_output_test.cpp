@@ -43,13 +43,6 @@ const std::regex kProgress(
 // A log line: "2026-11-23 20:40:01.123 pronghorn[4121] info: …".
 const std::regex kLogLine(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [a-z0-9]+\[\d+\] \w+: .*)");
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 // Without a terminal (a pipe, a file, Slurm) the progress is plain lines,
 // no \r; every line is whole: a log line, a progress line, the result, the
 // eval hint. The run directory is named before training; train.log keeps

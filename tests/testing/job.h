@@ -92,6 +92,14 @@ inline std::string slurp(const std::string& path) {
 }
 
 // Runs a shell command; its exit code and its stdout and stderr together.
+// `text` split at newlines.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
 inline std::pair<int, std::string> shell(const std::string& command) {
   const std::string out = ::testing::TempDir() + "/job-test-" + std::to_string(getpid()) + ".out";
   const int status = std::system((command + " >" + out + " 2>&1").c_str());
