@@ -129,10 +129,11 @@ void bench_products(const EnvConfig& env_config, const ModelConfig& model_config
         },
         repeats, 10);
   };
-  std::cout << fmt::format("| {} | {} | {:.0f} |", spec.name, rows, time(fast_mlp::gemm_openblas));
+  const double openblas = time(fast_mlp::gemm_openblas);
+  std::cout << fmt::format("| {} | {} | {:.0f} |", spec.name, rows, openblas);
   if (fast_mlp::has_avx512()) {
     const double eigen = time(fast_mlp::gemm_avx512);
-    std::cout << fmt::format(" {:.0f} | {:.2f} |\n", eigen, eigen / time(fast_mlp::gemm_openblas));
+    std::cout << fmt::format(" {:.0f} | {:.2f} |\n", eigen, eigen / openblas);
   } else {
     std::cout << " (no AVX-512) | |\n";
   }
