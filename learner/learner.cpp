@@ -9,6 +9,7 @@
 #include "core/logging.h"
 #include "learner/actor_capacity.h"
 #include "learner/checkpoint.h"
+#include "learner/error_line.h"
 #include "learner/learner_loop.h"
 #include "learner/resume.h"
 #include "model/tensor_runtime.h"
@@ -171,10 +172,10 @@ void Learner::Loop::evaluate(Clock::time_point now) {
 // The last metrics line of a run that failed: state "failed" and the error,
 // over the counters as they were. A second failure (the disk, say) while
 // writing it is the first one's to report, not this line's.
-void Learner::Loop::report_failure(const std::string& error) noexcept {
+void Learner::Loop::report_failure(const std::exception& error) noexcept {
   try {
     state_ = "failed";
-    end_reason_ = error.substr(0, error.find('\n'));  // LibTorch appends a backtrace
+    end_reason_ = reason_of(error);
     report(Clock::now());
   } catch (...) {
   }
@@ -340,7 +341,7 @@ TrainResult Learner::run() {
   try {
     return loop_->run();
   } catch (const std::exception& e) {
-    loop_->report_failure(e.what());
+    loop_->report_failure(e);
     end_progress();  // main's error line stands alone
     throw;
   }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -47,7 +48,7 @@ class Learner::Loop {
 
   TrainResult run();
   // After run() threw: the run's last metrics line, saying so.
-  void report_failure(const std::string& error) noexcept;
+  void report_failure(const std::exception& error) noexcept;
 
  private:
   static std::unique_ptr<buffer::Ring> create_ring(const Config& c, const std::string& name,

@@ -11,17 +11,12 @@
 
 #include "core/error.h"
 #include "learner/checkpoint.h"
+#include "learner/error_line.h"
 #include "learner/trainer.h"
 #include "model/fast_adam.h"
 
 namespace pronghorn::learner {
 namespace {
-
-std::string first_line(const std::string& text) {
-  std::string line = text.substr(0, text.find('\n'));
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-  return line;
-}
 
 // A candidate that does not fit the run; its message is the reason.
 struct Unfit : std::runtime_error {
@@ -160,14 +155,6 @@ void apply(const Checkpoint& c, Trainer& trainer, const Config& config) {
   trainer.model()->read_flat(c.parameters.data());
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(rng);
-}
-
-// One line, without LibTorch's backtrace.
-std::string reason_of(const std::exception& e) {
-  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-  const std::string what =
-      first_line(torch_error ? torch_error->what_without_backtrace() : e.what());
-  return what.empty() ? "failed with no message" : what;
 }
 
 }  // namespace

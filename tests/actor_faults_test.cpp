@@ -147,8 +147,9 @@ TEST(ActorFaultsTest, AnEnvStepThatNeverReturnsEndsTheJobAfterTheStallTimeout) {
                  "\\(actor.stall_timeout_s = 2\\)")))
       << slurp(job.err);
   // The run's last metrics line says how it ended, the counters as they were.
-  const std::string metrics = slurp(job.dir + "/metrics.jsonl");
-  const std::string last = metrics.substr(metrics.rfind('\n', metrics.size() - 2) + 1);
+  const std::vector<std::string> lines = lines_of(slurp(job.dir + "/metrics.jsonl"));
+  ASSERT_FALSE(lines.empty());
+  const std::string& last = lines.back();
   EXPECT_NE(last.find("\"state\": \"failed\""), std::string::npos) << last;
   EXPECT_NE(last.find("\"end_reason\": \"actors stalled: no unroll committed for "),
             std::string::npos)

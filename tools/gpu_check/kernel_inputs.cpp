@@ -99,42 +99,63 @@ AdvantageDevice::AdvantageDevice(const AdvantageHost& h)
       truncated(h.truncated),
       final_values(h.final_values) {}
 
-kernels::AdvantageInputs view(const AdvantageHost& h, bool from_logits) {
+namespace {
+
+// The kernels' view of `arrays`, h itself or its device copy: pointer(h's
+// field, arrays' field) is that field's data, or null where h's is empty
+// (no truncation, the other head's fields).
+template <typename Arrays, typename Pointer>
+kernels::AdvantageInputs advantage_view(const AdvantageHost& h, const Arrays& a, bool from_logits,
+                                        Pointer pointer) {
   kernels::AdvantageInputs in;
   in.T = h.T, in.B = h.B, in.A = h.A;
   if (from_logits) {
-    in.target_logits = h.logits.data();
-    in.actions = h.actions.data();
-    in.behaviour_log_probs = h.behaviour.data();
+    in.target_logits = pointer(h.logits, a.logits);
+    in.actions = pointer(h.actions, a.actions);
+    in.behaviour_log_probs = pointer(h.behaviour, a.behaviour);
   } else {
-    in.log_rhos = h.log_rhos.data();
+    in.log_rhos = pointer(h.log_rhos, a.log_rhos);
   }
-  in.discounts = h.discounts.data();
-  in.rewards = h.rewards.data();
-  in.values = h.values.data();
-  in.bootstrap_values = h.bootstrap.data();
-  in.truncated = h.truncated.empty() ? nullptr : h.truncated.data();
-  in.final_values = h.final_values.empty() ? nullptr : h.final_values.data();
+  in.discounts = pointer(h.discounts, a.discounts);
+  in.rewards = pointer(h.rewards, a.rewards);
+  in.values = pointer(h.values, a.values);
+  in.bootstrap_values = pointer(h.bootstrap, a.bootstrap);
+  in.truncated = pointer(h.truncated, a.truncated);
+  in.final_values = pointer(h.final_values, a.final_values);
   return in;
 }
 
-kernels::AdvantageInputs view(const AdvantageHost& h, const AdvantageDevice& d, bool from_logits) {
-  kernels::AdvantageInputs in;
-  in.T = h.T, in.B = h.B, in.A = h.A;
-  if (from_logits) {
-    in.target_logits = d.logits.get();
-    in.actions = d.actions.get();
-    in.behaviour_log_probs = d.behaviour.get();
-  } else {
-    in.log_rhos = d.log_rhos.get();
-  }
-  in.discounts = d.discounts.get();
-  in.rewards = d.rewards.get();
-  in.values = d.values.get();
-  in.bootstrap_values = d.bootstrap.get();
-  in.truncated = or_null(h.truncated, d.truncated);
-  in.final_values = or_null(h.final_values, d.final_values);
+template <typename Arrays, typename Pointer>
+kernels::LossInputs loss_view(const LossHost& h, const Arrays& a, Pointer pointer) {
+  kernels::LossInputs in;
+  in.N = h.N, in.A = h.A;
+  in.logits = pointer(h.logits, a.logits);
+  in.actions = pointer(h.actions, a.actions);
+  in.mean = pointer(h.mean, a.mean);
+  in.log_std = pointer(h.log_std, a.log_std);
+  in.continuous_actions = pointer(h.continuous_actions, a.continuous_actions);
+  in.behaviour_log_probs = pointer(h.behaviour, a.behaviour);
+  in.advantages = pointer(h.advantages, a.advantages);
+  in.values = pointer(h.values, a.values);
+  in.value_targets = pointer(h.targets, a.targets);
   return in;
+}
+
+// pointer() for the host copy: the vector's own data.
+const auto host_data = [](const auto& host, const auto& same) {
+  return host.empty() ? nullptr : same.data();
+};
+// pointer() for the device copy (device.h's or_null).
+const auto device_data = [](const auto& host, const auto& device) { return or_null(host, device); };
+
+}  // namespace
+
+kernels::AdvantageInputs view(const AdvantageHost& h, bool from_logits) {
+  return advantage_view(h, h, from_logits, host_data);
+}
+
+kernels::AdvantageInputs view(const AdvantageHost& h, const AdvantageDevice& d, bool from_logits) {
+  return advantage_view(h, d, from_logits, device_data);
 }
 
 LossHost random_loss_inputs(int64_t N, int64_t A, bool gaussian, bool extreme, uint64_t seed) {
@@ -186,34 +207,10 @@ LossDevice::LossDevice(const LossHost& h)
       values(h.values),
       targets(h.targets) {}
 
-kernels::LossInputs view(const LossHost& h) {
-  kernels::LossInputs in;
-  in.N = h.N, in.A = h.A;
-  in.logits = h.logits.empty() ? nullptr : h.logits.data();
-  in.actions = h.actions.empty() ? nullptr : h.actions.data();
-  in.mean = h.mean.empty() ? nullptr : h.mean.data();
-  in.log_std = h.log_std.empty() ? nullptr : h.log_std.data();
-  in.continuous_actions = h.continuous_actions.empty() ? nullptr : h.continuous_actions.data();
-  in.behaviour_log_probs = h.behaviour.data();
-  in.advantages = h.advantages.data();
-  in.values = h.values.data();
-  in.value_targets = h.targets.data();
-  return in;
-}
+kernels::LossInputs view(const LossHost& h) { return loss_view(h, h, host_data); }
 
 kernels::LossInputs view(const LossHost& h, const LossDevice& d) {
-  kernels::LossInputs in;
-  in.N = h.N, in.A = h.A;
-  in.logits = or_null(h.logits, d.logits);
-  in.actions = or_null(h.actions, d.actions);
-  in.mean = or_null(h.mean, d.mean);
-  in.log_std = or_null(h.log_std, d.log_std);
-  in.continuous_actions = or_null(h.continuous_actions, d.continuous_actions);
-  in.behaviour_log_probs = d.behaviour.get();
-  in.advantages = d.advantages.get();
-  in.values = d.values.get();
-  in.value_targets = d.targets.get();
-  return in;
+  return loss_view(h, d, device_data);
 }
 
 }  // namespace pronghorn::gpu_check

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/testing/error_of.h"
 #include "distributed/nccl_collective.h"
 #include "distributed/testing/in_memory_store.h"
 #include "tools/gpu_check/device.h"
@@ -99,16 +100,6 @@ std::string check_calls(NcclCollective& collective) {
   return "";
 }
 
-// What `call` throws as PeerLost, or "" when it throws nothing.
-std::string peer_lost_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const PeerLost& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 int run_nccl_checks() {
@@ -134,8 +125,8 @@ int run_nccl_checks() {
     const Clock::time_point start = Clock::now();
     std::vector<float> one(1, 1.0f);
     DeviceArray<float> device(one);
-    const std::string message =
-        peer_lost_of([&] { collective->all_reduce_sum(std::span<float>(device.get(), 1)); });
+    const std::string message = testing::error_of<PeerLost>(
+        [&] { collective->all_reduce_sum(std::span<float>(device.get(), 1)); });
     if (message.find("aborted") == std::string::npos) {
       return "expected PeerLost naming the abort, got \"" + message + "\"";
     }
@@ -148,7 +139,8 @@ int run_nccl_checks() {
     // itself give up first; either way the pending init is aborted, no hang.
     distributed::testing::InMemoryStore lonely;
     const Clock::time_point start = Clock::now();
-    const std::string message = peer_lost_of([&] { make_collective(2, lonely, 3s); });
+    const std::string message =
+        testing::error_of<PeerLost>([&] { make_collective(2, lonely, 3s); });
     if (message.find("communicator init") == std::string::npos) {
       return "expected PeerLost naming the communicator init, got \"" + message + "\"";
     }
