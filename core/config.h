@@ -43,6 +43,11 @@ struct ActorConfig {
   // actors are wanted. 0 = never.
   int64_t max_crashes = 5;
   double stall_timeout_s = 60;
+  // Also when, over the last crash_window_s, actors crash more than this
+  // often per committed unroll (at least 5 crashes; fleet/actor_watchdog.h).
+  // 0 = never.
+  double max_crash_rate = 0.2;
+  double crash_window_s = 60;
 };
 
 struct LearnerConfig {

@@ -6,15 +6,12 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/clock.h"
 #include "core/logging.h"
 #include "proto/status_json.h"
 
 namespace pronghorn::learner {
 namespace {
-
-double unix_now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // 42s, 3m05s, 2h07m, 3d04h.
 std::string duration_text(double s) {
@@ -50,7 +47,7 @@ Reporter::Reporter(std::string run_dir, std::string title)
     : run_dir_(std::move(run_dir)),
       title_(std::move(title)),
       metrics_(run_dir_ + "/metrics.jsonl", std::ios::app),
-      tensorboard_(run_dir_ + "/tb", unix_now_s()) {
+      tensorboard_(run_dir_ + "/tb", unix_seconds()) {
   curves_.add_file(run_dir_ + "/metrics.jsonl");  // a resumed run's: its curves go on
 }
 
@@ -68,7 +65,7 @@ void Reporter::report(const v1::Status& status, const RunStats& stats, double el
   }
   // The x axis is env steps, as in curves.svg: comparable across runs and resumes.
   const auto step = static_cast<int64_t>(status.env_steps());
-  if (!tensorboard_.write(step, unix_now_s(), status_scalars(status))) {
+  if (!tensorboard_.write(step, unix_seconds(), status_scalars(status))) {
     if (!tensorboard_lost_) {
       spdlog::error("TensorBoard: {}; events are lost until it can", tensorboard_.error());
     }

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "core/host_name.h"
 #include "proto/tensorboard.pb.h"
 
 namespace pronghorn::learner {
@@ -38,10 +39,9 @@ void append_le(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
 }
 
-std::string host_name() {
-  std::array<char, 256> name{};
-  if (gethostname(name.data(), name.size() - 1) != 0 || name[0] == '\0') return "localhost";
-  return name.data();
+std::string host_or_localhost() {
+  const std::string name = host_name();
+  return name.empty() ? "localhost" : name;
 }
 
 void append_scalars(std::vector<Scalar>& out, const Message& m, const std::string& prefix) {
@@ -117,7 +117,8 @@ std::vector<Scalar> status_scalars(const v1::Status& status) {
 TensorBoardWriter::TensorBoardWriter(std::string dir, double wall_time)
     : dir_(std::move(dir)),
       path_(fmt::format("{}/events.out.tfevents.{}.{}.{}", dir_,
-                        static_cast<int64_t>(std::floor(wall_time)), host_name(), getpid())) {
+                        static_cast<int64_t>(std::floor(wall_time)), host_or_localhost(),
+                        getpid())) {
   open(wall_time);
 }
 

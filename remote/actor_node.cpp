@@ -17,8 +17,11 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/fnv.h"
-#include "learner/actor_capacity.h"
-#include "learner/supervisor.h"
+#include "core/host_name.h"
+#include "fleet/actor_capacity.h"
+#include "fleet/actor_command.h"
+#include "fleet/stale_segments.h"
+#include "fleet/supervisor.h"
 #include "remote/node_session.h"
 #include "remote/node_uploader.h"
 #include "remote/node_weights.h"
@@ -36,12 +39,8 @@ using namespace std::chrono_literals;
 constexpr auto kStreamsEndGrace = 2s;
 
 // What killed nodes (kill -9) left behind: shared memory and config directories.
-void remove_stale_segments() {
-  const buffer::SegmentSweep sweep = buffer::remove_dead_segments();
-  for (const buffer::Segment& s : sweep.removed) {
-    spdlog::info("removed stale shared memory {} ({}) of dead process {} of {}", s.name,
-                 buffer::format_bytes(s.bytes), s.fields.pid, s.fields.run);
-  }
+void remove_stale_leftovers() {
+  fleet::remove_stale_segments();
   for (const std::string& dir : remove_dead_node_dirs(temp_base())) {
     spdlog::info("removed stale directory {} of a dead node", dir);
   }
@@ -66,7 +65,7 @@ class Node {
     stub_ = v1::ActorGateway::NewStub(make_channel(o));
     request_.set_node_name(name_);
     request_.set_version(o.version);
-    const int processes = o.processes >= 0 ? o.processes : learner::initial_actor_count({});
+    const int processes = o.processes >= 0 ? o.processes : fleet::initial_actor_count({});
     request_.set_processes(static_cast<uint32_t>(processes));
     if (!o.plugin.empty()) {
       try {
@@ -120,7 +119,7 @@ class Node {
   std::unique_ptr<buffer::Ring> ring_;
   std::unique_ptr<LocalWeights> weights_;
   std::optional<NodeDir> dir_;
-  std::optional<learner::Supervisor> supervisor_;
+  std::optional<fleet::Supervisor> supervisor_;
   int wanted_ = 0;
   std::atomic<int> alive_{0};
 
@@ -183,7 +182,7 @@ void Node::set_up(const v1::JoinReply& reply) {
   job_ = read_job(reply, o_.learner, o_.plugin);
   if (job_->plugin) *request_.mutable_plugin() = *job_->plugin;  // checked again at every Join
   job_id_ = reply.job_id();
-  remove_stale_segments();
+  remove_stale_leftovers();
   const std::string run = "node-" + name_;
   ring_name_ = buffer::own_segment_name(buffer::kRingSegment, run);
   // A staging ring: the node's credits plus two. Unrolls waiting here age
@@ -260,23 +259,19 @@ bool Node::serve_session(const v1::JoinReply& reply) {
 void Node::tick() {
   if (!ring_) return;
   if (!supervisor_ && weights_->has_weights()) {
-    const std::vector<std::string> args = {"actor-process",
-                                           "--ring",
-                                           ring_name_,
-                                           "--slab",
-                                           weights_->slab_name(),
-                                           "--config",
-                                           dir_->path() + "/config.toml",
-                                           "--learner-pid",
-                                           std::to_string(getpid()),
-                                           "--rank",
-                                           std::to_string(seed_rank(name_))};
+    const std::vector<std::string> args =
+        fleet::actor_process_args({.ring = ring_name_,
+                                   .slab = weights_->slab_name(),
+                                   .config_path = dir_->path() + "/config.toml",
+                                   .parent = getpid(),
+                                   .seed_rank = seed_rank(name_)});
     // No stall limit: a node cut off from its learner, or throttled by its
     // credits, commits nothing for as long as that lasts, and that is no fault.
-    supervisor_.emplace(args, 0,
-                        learner::SupervisorOptions{
-                            .program = o_.program,
-                            .limits = {job_->config.actor.max_crashes, Clock::duration::zero()}});
+    supervisor_.emplace(
+        args, 0,
+        fleet::SupervisorOptions{.program = o_.program,
+                                 .limits = fleet::watchdog_limits(job_->config.actor,
+                                                                  /*stall=*/false)});
     scale(wanted_);
   }
   if (supervisor_) {
@@ -291,8 +286,8 @@ void Node::scale(int processes) {
     supervisor_->scale(processes, /*oversubscribe=*/false);
     spdlog::info("node {}: {} actor processes", name_, processes);
   } catch (const UsageError& e) {
-    const int cap = learner::actor_room(learner::measure_machine_room(), supervisor_->alive(),
-                                        learner::kActorBytesGuess)
+    const int cap = fleet::actor_room(fleet::measure_machine_room(), supervisor_->alive(),
+                                      fleet::kActorBytesGuess)
                         .cap();
     spdlog::warn("node {}: {}; running {}", name_, e.what(), cap);
     supervisor_->scale(std::min(processes, cap), true);
@@ -347,8 +342,8 @@ std::string node_name_from_host(std::string_view host) {
 NodeExit run_actor_node(const NodeOptions& options, const std::atomic<bool>& stop) {
   NodeOptions o = options;
   if (o.name.empty()) {
-    char host[256] = {};
-    PRONGHORN_CHECK(gethostname(host, sizeof host - 1) == 0, "cannot read this host's name");
+    const std::string host = host_name();
+    PRONGHORN_CHECK(!host.empty(), "cannot read this host's name");
     o.name = node_name_from_host(host);
   }
   Node node(o, stop);

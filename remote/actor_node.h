@@ -44,7 +44,7 @@ struct NodeOptions {
   std::string learner;  // HOST:PORT of the learner's remote.address
   std::string token;    // the job's
   std::string name;     // this node's; empty = the hostname (node_name_from_host)
-  int processes = -1;   // actor processes; -1 = one per spare core (learner/actor_capacity.h)
+  int processes = -1;   // actor processes; -1 = one per spare core (fleet/actor_capacity.h)
   std::string plugin;   // the env plugin's path here, when not the job's env.plugin path
   double give_up_after_s = 300;
   std::string tls_ca, tls_cert, tls_key;   // PEM files: TLS (and client certificate) when set

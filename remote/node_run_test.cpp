@@ -18,9 +18,9 @@
 #include <sstream>
 #include <thread>
 
+#include "actor/job_check.h"
 #include "buffer/unroll_spec.h"
 #include "core/error.h"
-#include "learner/job_check.h"
 #include "model/policy.h"
 #include "proto/remote.grpc.pb.h"
 #include "remote/actor_node.h"
@@ -77,7 +77,7 @@ std::vector<uint64_t> tally_of(const std::string& log) {
 class FakeLearner final : public v1::ActorGateway::Service {
  public:
   explicit FakeLearner(Config config) : config_(std::move(config)) {
-    const EnvSpec env = learner::check_job_config(config_);
+    const EnvSpec env = actor::check_job_config(config_);
     spec_ = buffer::unroll_spec_for(env, config_.actor.unroll_length, config_.env.num_envs);
     PolicyNet model(model_spec_for(env, config_.model));
     params_.resize(model->parameter_count());

@@ -14,11 +14,11 @@
 #include <optional>
 #include <thread>
 
+#include "actor/job_check.h"
 #include "buffer/process.h"
 #include "control/grpc_auth.h"
 #include "core/error.h"
 #include "core/files.h"
-#include "learner/job_check.h"
 #include "remote/wire.h"
 
 namespace pronghorn::remote {
@@ -147,7 +147,7 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
         "--plugin {}: the job at {} loads no env plugin; start the node without --plugin",
         plugin_path, learner));
   }
-  const EnvSpec env = learner::check_job_config(job.config);
+  const EnvSpec env = actor::check_job_config(job.config);
   job.spec = buffer::unroll_spec_for(env, job.config);
   job.spec_hash = buffer::spec_hash(job.spec);
   job.slot_bytes = buffer::slot_layout(job.spec).bytes;

@@ -17,11 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "actor/job_check.h"
 #include "buffer/process.h"
 #include "buffer/segment_names.h"
 #include "buffer/weight_slab.h"
 #include "core/error.h"
-#include "learner/job_check.h"
 #include "remote/actor_node.h"
 #include "remote/node_session.h"
 #include "remote/node_uploader.h"

@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "actor/job_check.h"
 #include "buffer/process.h"
 #include "buffer/segment_names.h"
 #include "buffer/weight_slab.h"
 #include "core/error.h"
-#include "learner/job_check.h"
 #include "remote/actor_node.h"
 #include "remote/node_session.h"
 #include "remote/node_uploader.h"
@@ -185,7 +185,7 @@ TEST(BackoffTest, DoublesFromHalfASecondToTenJittered) {
 v1::JoinReply reply_for(const Config& config) {
   v1::JoinReply r;
   r.set_config_toml(to_toml(config));
-  const auto spec = buffer::unroll_spec_for(learner::check_job_config(config),
+  const auto spec = buffer::unroll_spec_for(actor::check_job_config(config),
                                             config.actor.unroll_length, config.env.num_envs);
   r.set_spec_hash(buffer::spec_hash(spec));
   r.set_slot_bytes(buffer::slot_layout(spec).bytes);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/token.h"
 #include "remote/unroll_stream.h"
 #include "remote/wire.h"
@@ -23,10 +24,6 @@ constexpr auto kUnopenedSessionLife = 60s;
 // more replies; an unacked unroll is one the node counts as lost).
 bool can_commit(const Session& s) {
   return s.current && !s.finished && (!s.finish || s.finish->ok());
-}
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
 }
 
 }  // namespace
@@ -313,14 +310,14 @@ std::vector<v1::RemoteNode> Sessions::nodes() {
     row.set_processes_alive(node.alive);
     row.set_processes_desired(node.desired);
     // The rate over whole seconds: callers ask every 100 ms.
-    if (const double interval = seconds_between(node.rate_since, now); interval >= 1.0) {
+    if (const double interval = seconds(now - node.rate_since); interval >= 1.0) {
       node.rate = (node.unrolls - node.unrolls_at_rate) / interval;
       node.unrolls_at_rate = node.unrolls;
       node.rate_since = now;
     }
     row.set_unrolls_per_s(node.rate);
     row.set_unrolls(node.unrolls);
-    row.set_last_seen_s(seconds_between(node.last_seen, now));
+    row.set_last_seen_s(seconds(now - node.last_seen));
     row.set_disconnects(node.disconnects);
     row.set_sessions(node.sessions);
   }

@@ -134,6 +134,26 @@ TEST(ActorFaultsTest, ActorsThatAbortOrExitAreNamedByHow) {
   }
 }
 
+// Every actor life commits unrolls before its env fails (every 50th step),
+// so no crash streak builds: the crash rate ends the job, its health line
+// having said so while it built.
+TEST(ActorFaultsTest, ActorsCrashingBetweenUnrollsEndTheJobOnTheCrashRate) {
+  Job job(crashing("flaky", {"--set", "actor.unroll_length=16"}));
+  ASSERT_TRUE(job.ended(60s)) << "the job ends; it does not restart its actors forever:\n"
+                              << slurp(job.err);
+  EXPECT_EQ(job.status, 1);
+  EXPECT_TRUE(std::regex_match(
+      job.last_line(),
+      std::regex("pronghorn: actors crash too often: [0-9]+ crashes against [0-9]+ unrolls "
+                 "committed in the last [0-9]+ s; last: actor 0 exited 1: env plugin .* \\(env "
+                 "\"flaky\"\\): step failed: flaky step \\(actor.max_crash_rate = 0.2 per "
+                 "unroll\\)")))
+      << slurp(job.err);
+  EXPECT_NE(slurp(job.dir + "/metrics.jsonl").find("actors crashing: "), std::string::npos)
+      << "the health line said so while it built";
+  job.expect_nothing_left();
+}
+
 TEST(ActorFaultsTest, AnEnvStepThatNeverReturnsEndsTheJobAfterTheStallTimeout) {
   Job job(crashing("hang", {"--set", "actor.stall_timeout_s=2"}));
   // It trained before the env hung: a job with no unroll yet waits 60 s

@@ -69,7 +69,7 @@ std::vector<std::string> attached_segments(pid_t pid) {
   const std::vector<pid_t> actors = children_of(pid);
   if (actors.empty()) return {};
   // Its arguments apart, as exec leaves them, or as one line (a zygote's
-  // fork shows its own that way: core/process_title.h).
+  // fork shows its own that way: fleet/process_title.h).
   std::string cmdline = slurp("/proc/" + std::to_string(actors[0]) + "/cmdline");
   for (char& c : cmdline) c = c == '\0' ? ' ' : c;
   std::istringstream in(cmdline);

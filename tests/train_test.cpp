@@ -113,7 +113,7 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
 }
 
 // Actors are forks of the zygote made at the top of `pronghorn train`'s main
-// (core/zygote.h); with the zygote killed they start by posix_spawn, said
+// (fleet/zygote.h); with the zygote killed they start by posix_spawn, said
 // once, and the job goes on.
 TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
   TrainRun run;

@@ -26,7 +26,7 @@ void add_config_options(CLI::App* command, ConfigArgs& args);
 struct Command {
   CLI::App* parsed;           // the subcommand, to ask whether it was given
   std::function<void()> run;  // does its work, after logging is set up
-  // It starts actor processes: main forks them a zygote first (core/zygote.h).
+  // It starts actor processes: main forks them a zygote first (fleet/zygote.h).
   bool starts_actors = false;
 };
 

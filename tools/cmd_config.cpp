@@ -1,11 +1,11 @@
 // `pronghorn config`: validate a config (file plus --set overrides) and print
 // it resolved, with every key, its value and a line of help. Exit 2 with one
 // line naming the key when it is not valid, or when `train` would refuse it
-// (learner/job_check.h: an env that does not exist, a model that does not fit).
+// (actor/job_check.h: an env that does not exist, a model that does not fit).
 #include <iostream>
 #include <memory>
 
-#include "learner/job_check.h"
+#include "actor/job_check.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -25,7 +25,7 @@ Command add_config_command(CLI::App& app) {
   add_config_options(command, *args);
   return {command, [args] {
             const Config config = args->load();
-            learner::check_job_config(config);  // what `train` refuses, refused here too
+            actor::check_job_config(config);  // what `train` refuses, refused here too
             std::cout << to_toml(config);
           }};
 }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "proto/status_json.h"
 #include "tools/cli.h"
@@ -30,11 +31,7 @@ struct StatusArgs {
   double interval_s = 1;
 };
 
-std::string ago(double unix_s) {
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return fmt::format("{:.0f} s ago", now - unix_s);
-}
+std::string ago(double unix_s) { return fmt::format("{:.0f} s ago", unix_seconds() - unix_s); }
 
 // 42 s, 3 min 05 s, 2 h 07 min.
 std::string duration_text(double s) {

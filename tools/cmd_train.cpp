@@ -14,14 +14,15 @@
 #include <optional>
 
 #include "actor/actor.h"
+#include "actor/job_check.h"
 #include "control/control_plane.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/logging.h"
 #include "core/run_dir.h"
 #include "core/token.h"
+#include "fleet/actor_command.h"
 #include "learner/checkpoint.h"
-#include "learner/job_check.h"
 #include "learner/learner.h"
 #include "tools/cli.h"
 #include "tools/cluster.h"
@@ -160,7 +161,7 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
   if (cluster) free_default_ports(config.server);
   // What `pronghorn config` refuses, refused before a run directory exists;
   // the env probed once here serves the learner.
-  const EnvSpec env = learner::check_job_config(config);
+  const EnvSpec env = actor::check_job_config(config);
   // "auto": the env's own target (a plugin's if it declares one, else none),
   // recorded in config.toml.
   config.run.target_return = config.run.target_return.value_or(env.target_return);
@@ -314,14 +315,16 @@ Command add_actor_process_command(CLI::App& app) {
   };
   auto args = std::make_shared<ActorArgs>();
   CLI::App* command =
-      app.add_subcommand("actor-process", "An actor process, started by the learner");
+      app.add_subcommand(fleet::kActorProcessCommand, "An actor process, started by the learner");
   command->group("");  // internal: not listed in --help
-  command->add_option("--config", args->config, "the run's config.toml")->required();
-  command->add_option("--ring", args->ring, "shm name of the ring")->required();
-  command->add_option("--slab", args->slab, "shm name of the weight slab")->required();
-  command->add_option("--actor-id", args->id, "this actor's index")->required();
-  command->add_option("--learner-pid", args->learner_pid, "exit when this process is gone");
-  command->add_option("--rank", args->rank, "its learner's rank among several (seeds envs apart)");
+  // The command line fleet/actor_command.h builds.
+  command->add_option(fleet::kConfigFlag, args->config, "the run's config.toml")->required();
+  command->add_option(fleet::kRingFlag, args->ring, "shm name of the ring")->required();
+  command->add_option(fleet::kSlabFlag, args->slab, "shm name of the weight slab")->required();
+  command->add_option(fleet::kActorIdFlag, args->id, "this actor's index")->required();
+  command->add_option(fleet::kParentFlag, args->learner_pid, "exit when this process is gone");
+  command->add_option(fleet::kSeedRankFlag, args->rank,
+                      "its learner's rank among several (seeds envs apart)");
   return {command, [args] {
             init_logging("actor" + std::to_string(args->id), "info");
             actor::run_actor({load_config(args->config, {}), args->ring, args->slab, args->id,

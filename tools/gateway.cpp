@@ -6,7 +6,6 @@
 #include "buffer/unroll_spec.h"
 #include "core/files.h"
 #include "core/token.h"
-#include "learner/actor_capacity.h"
 #include "remote/actor_gateway.h"
 #include "remote/wire.h"
 

@@ -11,9 +11,9 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/suggest.h"
-#include "core/zygote.h"
+#include "fleet/supervisor.h"
+#include "fleet/zygote.h"
 #include "kernels/accelerator.h"
-#include "learner/supervisor.h"
 #include "tools/cli.h"
 
 namespace {
@@ -54,9 +54,9 @@ int run_command_line(const std::vector<std::string>& args, bool top);
 // thread (after the start-up, before any subcommand runs): each actor is a
 // fork of it that runs its own command line here, in-process, and exits
 // with its code. Nullptr, and why in `failure`, when it cannot be made.
-std::unique_ptr<pronghorn::Zygote> start_actor_zygote(std::string& failure) {
+std::unique_ptr<pronghorn::fleet::Zygote> start_actor_zygote(std::string& failure) {
   try {
-    return pronghorn::Zygote::start(
+    return pronghorn::fleet::Zygote::start(
         [](const std::vector<std::string>& args) {
           const int code = run_command_line(args, /*top=*/false);
           std::cout.flush();  // it ends with _exit: nothing flushes after this
@@ -110,7 +110,7 @@ int run_command_line(const std::vector<std::string>& args, bool top) {
     if (app.get_subcommands().empty()) {
       throw pronghorn::UsageError("a subcommand is required; run with --help");
     }
-    std::unique_ptr<pronghorn::Zygote> zygote;
+    std::unique_ptr<pronghorn::fleet::Zygote> zygote;
     std::string zygote_failure;
     for (const auto& command : commands) {
       if (top && command.starts_actors && command.parsed->parsed()) {
@@ -119,12 +119,12 @@ int run_command_line(const std::vector<std::string>& args, bool top) {
     }
     pronghorn::init_logging("pronghorn", log_level);
     if (!zygote_failure.empty()) spdlog::warn("actors start by posix_spawn: {}", zygote_failure);
-    pronghorn::learner::start_actors_through(zygote.get());
+    pronghorn::fleet::start_actors_through(zygote.get());
     for (const auto& command : commands) {
       if (command.parsed->parsed()) command.run();
     }
     // The zygote ends with this scope.
-    pronghorn::learner::start_actors_through(nullptr);
+    pronghorn::fleet::start_actors_through(nullptr);
   } catch (const CLI::Success& e) {  // --help and --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,8 @@
  *   exit   the second step calls exit(3), as a plugin that gives up might
  *   error  the second step fails with the message "reward NaN"
  *   hang   steps normally for 3 unrolls of 16 steps, then never returns
+ *   flaky  every 50th step fails with the message "flaky step": each actor
+ *          life commits unrolls first
  *
  * Otherwise a dull env: obs float32[4] of zeros, two actions, reward 1,
  * episodes of 10 steps. */
@@ -19,8 +21,8 @@
 
 #include "pronghorn_env.h"
 
-enum { OBS = 4, EPISODE = 10, HANG_AFTER = 3 * 16 };
-enum { SEGV, ABORT, EXIT, ERROR, HANG, NONE };
+enum { OBS = 4, EPISODE = 10, HANG_AFTER = 3 * 16, FLAKY_EVERY = 50 };
+enum { SEGV, ABORT, EXIT, ERROR, HANG, FLAKY, NONE };
 
 struct pronghorn_env {
   int32_t mode;
@@ -78,6 +80,12 @@ static int step(pronghorn_env* env, const void* actions, void* obs, float* rewar
         for (;;) pause(); /* SIGTERM's handler returns here: only SIGKILL ends it */
       }
       break;
+    case FLAKY:
+      if (env->steps % FLAKY_EVERY == 0) {
+        snprintf(error, error_size, "flaky step");
+        return 1;
+      }
+      break;
   }
   memset(obs, 0, sizeof(float) * OBS * (size_t)env->num_envs);
   for (int64_t i = 0; i < env->num_envs; ++i) {
@@ -102,12 +110,12 @@ static void destroy(pronghorn_env* env) {
   }
 
 /* In the order of the modes above: the spec index is the mode. */
-static const pronghorn_env_spec kSpecs[] = {SPEC("segv"), SPEC("abort"), SPEC("exit"),
-                                            SPEC("error"), SPEC("hang")};
+static const pronghorn_env_spec kSpecs[] = {SPEC("segv"),  SPEC("abort"), SPEC("exit"),
+                                            SPEC("error"), SPEC("hang"),  SPEC("flaky")};
 
 static const pronghorn_env_plugin kPlugin = {
     .abi_version = PRONGHORN_ENV_ABI_VERSION,
-    .num_specs = 5,
+    .num_specs = 6,
     .specs = kSpecs,
     .create = create,
     .reset = reset,

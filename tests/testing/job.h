@@ -47,7 +47,7 @@ inline std::vector<pid_t> all_children_of(pid_t pid) {
   return out;
 }
 
-// Whether `pid` is a learner's zygote (core/zygote.h), by the command line it shows.
+// Whether `pid` is a learner's zygote (fleet/zygote.h), by the command line it shows.
 inline bool is_zygote(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
   std::string text(17, '\0');

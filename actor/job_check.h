@@ -11,11 +11,11 @@
 #include "core/config.h"
 #include "envs/env.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::actor {
 
 // The spec of the env `config` names (made once with one env, as an actor
 // would make it). Throws UsageError naming the key that does not fit, or the
 // plugin's Error when the plugin cannot make the env.
 envs::EnvSpec check_job_config(const Config& config);
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::actor

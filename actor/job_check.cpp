@@ -1,10 +1,10 @@
-#include "learner/job_check.h"
+#include "actor/job_check.h"
 
 #include "core/error.h"
 #include "envs/plugin_probe.h"
 #include "model/policy.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::actor {
 
 envs::EnvSpec check_job_config(const Config& config) {
   // UsageError for an unknown env.name; a plugin is tried in a child process.
@@ -19,4 +19,4 @@ envs::EnvSpec check_job_config(const Config& config) {
   return spec;
 }
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::actor

@@ -1,8 +1,8 @@
 // Starts and supervises this node's actor processes (docs/architecture.md §2): each is
 // this same binary run as `pronghorn actor-process …`, its stderr read
-// through a pipe and passed on line by line (learner/actor_output.h). Never a
+// through a pipe and passed on line by line (fleet/actor_output.h). Never a
 // bare fork of this process (LibTorch threads exist): forked by the zygote
-// `pronghorn train` made at the top of main (core/zygote.h: no exec, no
+// `pronghorn train` made at the top of main (fleet/zygote.h: no exec, no
 // second start-up of LibTorch), else executed afresh by posix_spawn.
 //
 // Restarts: an actor killed from outside (SIGKILL, SIGTERM, any signal it did
@@ -10,7 +10,7 @@
 // and must not cost minutes of back-off. One that crashed (a non-zero exit;
 // SIGSEGV, SIGABRT, SIGBUS, SIGFPE or SIGILL) waits 0.5 s, doubling to 8 s;
 // the waits start over as soon as an unroll is committed. ActorWatchdog ends
-// the job when crashes or a stall go on (learner/actor_watchdog.h).
+// the job when crashes or a stall go on (fleet/actor_watchdog.h).
 //
 // Starting is paced: posix_spawn (clone with CLONE_VFORK) returns only once
 // the child has executed (the zygote, once it has forked twice), and on
@@ -33,14 +33,12 @@
 #include <string>
 #include <vector>
 
-#include "learner/actor_output.h"
-#include "learner/actor_watchdog.h"
+#include "fleet/actor_output.h"
+#include "fleet/actor_watchdog.h"
 
-namespace pronghorn {
+namespace pronghorn::fleet {
+
 class Zygote;
-}
-
-namespace pronghorn::learner {
 
 struct SupervisorOptions {
   std::string program = "/proc/self/exe";  // what an actor executes (tests: /bin/sh)
@@ -76,7 +74,7 @@ class Supervisor {
   void poll(uint64_t committed);
   // Keeps `count` actors from now on: the missing ones start over the next
   // polls, or the highest-numbered ones are retired. Growing past what this
-  // node holds (learner/actor_capacity.h) throws UsageError, unless
+  // node holds (fleet/actor_capacity.h) throws UsageError, unless
   // `oversubscribe`.
   void scale(int count, bool oversubscribe);
   // SIGTERM to all, then SIGKILL to any still alive after `grace`.
@@ -85,6 +83,8 @@ class Supervisor {
   int alive() const;  // actor processes running, retiring ones included
   int desired() const { return static_cast<int>(actors_.size()); }
   uint64_t restarts() const { return restarts_; }
+  // The watchdog's line while crashes build towards actor.max_crash_rate; "" otherwise.
+  std::string crash_rate_warning() const { return watchdog_.crash_rate_warning(Clock::now()); }
 
  private:
   struct Actor {
@@ -114,4 +114,4 @@ class Supervisor {
   bool stopped_ = false;
 };
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

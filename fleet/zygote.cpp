@@ -1,4 +1,4 @@
-#include "core/zygote.h"
+#include "fleet/zygote.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/process_title.h"
+#include "fleet/process_title.h"
 
-namespace pronghorn {
+namespace pronghorn::fleet {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -374,4 +374,4 @@ void Zygote::end(std::chrono::milliseconds grace) {
   reaped_ = true;
 }
 
-}  // namespace pronghorn
+}  // namespace pronghorn::fleet

@@ -1,6 +1,6 @@
 // How many actors a node takes: 2 per core and what free memory holds, the
 // refusal naming the cap and how to force it, and "auto".
-#include "learner/actor_capacity.h"
+#include "fleet/actor_capacity.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
@@ -83,4 +83,4 @@ TEST(ActorCapacityTest, CountOverTheCapIsRefusedUnlessOversubscribed) {
 }
 
 }  // namespace
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

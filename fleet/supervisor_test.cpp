@@ -1,7 +1,7 @@
 // The supervisor with /bin/sh for actors (`sh -c SCRIPT --actor-id i`: the
 // script's $1 is the actor's index): what it passes on from their stderr,
 // which deaths are crashes, how it paces starts, and what it leaves behind.
-#include "learner/supervisor.h"
+#include "fleet/supervisor.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 namespace {
 
 using namespace std::chrono_literals;
@@ -119,4 +119,4 @@ TEST(SupervisorTest, StopLeavesNoActorEvenOneIgnoringSigterm) {
 }
 
 }  // namespace
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

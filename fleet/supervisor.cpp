@@ -1,4 +1,4 @@
-#include "learner/supervisor.h"
+#include "fleet/supervisor.h"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -13,13 +13,14 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/zygote.h"
-#include "learner/actor_capacity.h"
+#include "fleet/actor_capacity.h"
+#include "fleet/actor_command.h"
+#include "fleet/zygote.h"
 
 // POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 namespace {
 
 constexpr std::string_view kThisBinary = "/proc/self/exe";
@@ -97,7 +98,7 @@ Supervisor::~Supervisor() { stop(); }
 void Supervisor::start(size_t index) {
   std::vector<std::string> args = {"pronghorn"};
   args.insert(args.end(), base_args_.begin(), base_args_.end());
-  args.push_back("--actor-id");
+  args.push_back(kActorIdFlag);
   args.push_back(std::to_string(index));
   ActorOutput output;
   pid_t pid = options_.program == kThisBinary ? fork_from_zygote(args, output.child_end()) : -1;
@@ -241,4 +242,4 @@ int Supervisor::alive() const {
   return n;
 }
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

@@ -1,5 +1,5 @@
 // What `ps` and /proc/<pid>/cmdline show for a process that was forked, not
-// executed: a zygote's child (core/zygote.h) runs another command line than
+// executed: a zygote's child (fleet/zygote.h) runs another command line than
 // the one its memory was started with, and operators (and tests) find actors
 // by theirs.
 //
@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-namespace pronghorn {
+namespace pronghorn::fleet {
 
 // Shows `args` (args[0] the program name) as this process's command line;
 // does nothing where /proc/self/stat cannot be read.
 void set_process_title(const std::vector<std::string>& args);
 
-}  // namespace pronghorn
+}  // namespace pronghorn::fleet

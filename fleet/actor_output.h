@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 
 class ActorOutput {
  public:
@@ -20,7 +20,7 @@ class ActorOutput {
   ActorOutput& operator=(const ActorOutput&) = delete;
 
   // The end the child gets as its fd 2 (posix_spawn_file_actions_adddup2,
-  // or sent to the zygote, which dup2()s it in the child: core/zygote.h);
+  // or sent to the zygote, which dup2()s it in the child: fleet/zygote.h);
   // close it here once the child is started, so the pipe ends with the child.
   int child_end() const { return write_fd_; }
   void close_child_end();
@@ -42,4 +42,4 @@ class ActorOutput {
   std::string last_line_;  // the last line forwarded, without its newline
 };
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

@@ -1,4 +1,4 @@
-#include "learner/actor_capacity.h"
+#include "fleet/actor_capacity.h"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -14,7 +14,7 @@
 #include "buffer/shared_memory.h"
 #include "core/error.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 namespace {
 
 // "Key:   123 kB" of a /proc status-like file, in bytes; `fallback` when absent.
@@ -153,4 +153,4 @@ int initial_actor_count(const ActorConfig& config) {
   return std::max(1, std::min(spare, room.by_memory));
 }
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

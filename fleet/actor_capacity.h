@@ -15,7 +15,7 @@
 
 #include "core/config.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 
 inline constexpr int kActorsPerCore = 2;
 // Memory one more actor is counted at until a running one measures more:
@@ -57,4 +57,4 @@ void check_actor_room(int wanted, const ActorRoom& room, std::string_view asked,
 // An actor.count over the cap is a UsageError unless actor.oversubscribe.
 int initial_actor_count(const ActorConfig& config);
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

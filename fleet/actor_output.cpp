@@ -1,4 +1,4 @@
-#include "learner/actor_output.h"
+#include "fleet/actor_output.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 namespace {
 
 // A line longer than this is forwarded in pieces (an actor printing a
@@ -92,4 +92,4 @@ void ActorOutput::finish() {
   partial_.clear();
 }
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

@@ -1,6 +1,6 @@
 // ActorWatchdog on made-up times: crash loops and stalls end the job, kills
 // from outside and a learner with no actor wanted do not.
-#include "learner/actor_watchdog.h"
+#include "fleet/actor_watchdog.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::fleet {
 namespace {
 
 using namespace std::chrono_literals;
@@ -111,5 +111,77 @@ TEST(ActorWatchdogTest, ZeroLimitsNeverEndTheJob) {
   EXPECT_EQ(verdict(w, t0 + 3600s), "");
 }
 
+// An env that fails every 50 steps: each actor life commits unrolls before
+// it crashes, so no streak ever builds; the rate ends the job.
+TEST(ActorWatchdogTest, CrashesBetweenUnrollsEndTheJobPastTheRate) {
+  ActorWatchdog w({.max_crashes = 5, .stall_timeout = 0s, .max_crash_rate = 0.2}, t0);
+  auto t = t0;
+  uint64_t committed = 0;
+  for (int life = 0; life < 4; ++life) {
+    t += 1s;
+    committed += 3;  // three unrolls, then the crash
+    w.observe(committed, 1, t);
+    w.died("actor 0 exited 1: step failed", true);
+    EXPECT_EQ(verdict(w, t), "") << "life " << life;
+  }
+  EXPECT_EQ(w.crashes_in_a_row(), 1) << "no streak";
+  EXPECT_EQ(w.crash_rate_warning(t),
+            "actors crashing: 4 crashes against 12 unrolls in the last 4 s (the job ends past "
+            "0.2 per unroll, actor.max_crash_rate)");
+  t += 1s;
+  w.observe(committed + 3, 1, t);
+  w.died("actor 0 exited 1: step failed at 50", true);
+  EXPECT_EQ(verdict(w, t),
+            "actors crash too often: 5 crashes against 15 unrolls committed in the last 5 s; "
+            "last: actor 0 exited 1: step failed at 50 (actor.max_crash_rate = 0.2 per unroll)");
+}
+
+TEST(ActorWatchdogTest, RareCrashesAmongManyUnrollsAreWithinTheRate) {
+  ActorWatchdog w({.max_crashes = 5, .stall_timeout = 0s, .max_crash_rate = 0.2}, t0);
+  for (int i = 1; i <= 40; ++i) {
+    w.observe(static_cast<uint64_t>(i) * 12, 4, t0 + i * 1s);
+    w.died("actor 1 killed by SIGSEGV", true);  // one crash per 12 unrolls
+    EXPECT_EQ(verdict(w, t0 + i * 1s), "") << i;
+  }
+  EXPECT_EQ(w.crash_rate_warning(t0 + 40s), "") << "1/12 per unroll is under half the limit";
+}
+
+TEST(ActorWatchdogTest, CrashesLeaveTheRateWindow) {
+  ActorWatchdog w({.max_crashes = 0,  // the rate alone
+                   .stall_timeout = 0s,
+                   .max_crash_rate = 0.2,
+                   .crash_window = 10s},
+                  t0);
+  // 4 crashes every 20 s, one unroll between bursts: never 5 within 10 s,
+  // though 20 pile up.
+  for (int burst = 0; burst < 5; ++burst) {
+    const auto t = t0 + burst * 20s;
+    w.observe(static_cast<uint64_t>(burst), 1, t);  // one unroll a burst: no streak
+    for (int i = 0; i < 4; ++i) w.died("actor 0 killed by SIGABRT", true);
+    EXPECT_EQ(verdict(w, t), "") << burst;
+  }
+  const auto t = t0 + 81s;
+  w.observe(4, 1, t);
+  w.died("actor 0 killed by SIGABRT", true);  // 5 within 10 s
+  EXPECT_NE(verdict(w, t).find("actors crash too often: 5 crashes against 0 unrolls committed in "
+                               "the last 1 s"),
+            std::string::npos)
+      << verdict(w, t);
+}
+
+TEST(ActorWatchdogTest, WatchdogLimitsComeFromTheActorConfig) {
+  ActorConfig c;
+  c.max_crashes = 7;
+  c.stall_timeout_s = 2.5;
+  c.max_crash_rate = 0.3;
+  c.crash_window_s = 30;
+  const ActorWatchdog::Limits l = watchdog_limits(c);
+  EXPECT_EQ(l.max_crashes, 7);
+  EXPECT_EQ(l.stall_timeout, 2500ms);
+  EXPECT_EQ(l.max_crash_rate, 0.3);
+  EXPECT_EQ(l.crash_window, 30s);
+  EXPECT_EQ(watchdog_limits(c, /*stall=*/false).stall_timeout, 0s);
+}
+
 }  // namespace
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::fleet

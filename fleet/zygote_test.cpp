@@ -4,7 +4,7 @@
 // in a row; the start-up state they run with; no zygote beside a running
 // thread; a dead or stopped zygote fails a spawn within its deadline; a
 // zygote whose parent is killed is gone.
-#include "core/zygote.h"
+#include "fleet/zygote.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@
 
 #include "core/error.h"
 
-namespace pronghorn {
+namespace pronghorn::fleet {
 namespace {
 
 using namespace std::chrono_literals;
@@ -305,4 +305,4 @@ TEST(ZygoteTest, AZygoteWhoseParentIsKilledIsGoneAndItsChildrenCanTell) {
 }
 
 }  // namespace
-}  // namespace pronghorn
+}  // namespace pronghorn::fleet

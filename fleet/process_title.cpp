@@ -1,4 +1,4 @@
-#include "core/process_title.h"
+#include "fleet/process_title.h"
 
 #include <errno.h>  // program_invocation_name (GNU)
 
@@ -11,7 +11,7 @@
 // POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
-namespace pronghorn {
+namespace pronghorn::fleet {
 namespace {
 
 // The start-up strings' area: [begin, args_end) the arguments, then up to
@@ -91,4 +91,4 @@ void set_process_title(const std::vector<std::string>& args) {
   std::memcpy(area.begin, title.data(), title.size());
 }
 
-}  // namespace pronghorn
+}  // namespace pronghorn::fleet

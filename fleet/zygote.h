@@ -19,7 +19,7 @@
 // exec, so no other process holds it). A child gets SIGINT's disposition back
 // and runs with the zygote's start-up state: its environment, signal mask,
 // working directory and other descriptors those of the parent when the
-// zygote was made. Its command line shows `args` (core/process_title.h).
+// zygote was made. Its command line shows `args` (fleet/process_title.h).
 //
 // Threads: start() only while the calling process has one thread (it
 // refuses otherwise); spawn() from any thread, one at a time.
@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-namespace pronghorn {
+namespace pronghorn::fleet {
 
 class Zygote {
  public:
@@ -82,4 +82,4 @@ class Zygote {
   std::string failure_;
 };
 
-}  // namespace pronghorn
+}  // namespace pronghorn::fleet

@@ -1,0 +1,19 @@
+#include "fleet/actor_command.h"
+
+namespace pronghorn::fleet {
+
+std::vector<std::string> actor_process_args(const ActorTarget& t) {
+  return {kActorProcessCommand,
+          kRingFlag,
+          t.ring,
+          kSlabFlag,
+          t.slab,
+          kConfigFlag,
+          t.config_path,
+          kParentFlag,
+          std::to_string(t.parent),
+          kSeedRankFlag,
+          std::to_string(t.seed_rank)};
+}
+
+}  // namespace pronghorn::fleet

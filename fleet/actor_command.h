@@ -1,0 +1,36 @@
+// The one command line of an actor process: what the learner's and an
+// actor-only node's supervisors start (`pronghorn actor-process …`, parsed in
+// tools/cmd_train.cpp with the same flag names). The supervisor appends
+// `--actor-id i` for each actor it starts (fleet/supervisor.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pronghorn::fleet {
+
+inline constexpr const char* kActorProcessCommand = "actor-process";
+inline constexpr const char* kRingFlag = "--ring";
+inline constexpr const char* kSlabFlag = "--slab";
+inline constexpr const char* kConfigFlag = "--config";
+inline constexpr const char* kParentFlag = "--learner-pid";
+inline constexpr const char* kSeedRankFlag = "--rank";
+inline constexpr const char* kActorIdFlag = "--actor-id";
+
+// Where an actor process writes and what it runs.
+struct ActorTarget {
+  std::string ring;         // shm name of the ring it writes unrolls into
+  std::string slab;         // shm name of the weight slab it reads
+  std::string config_path;  // the run's resolved config.toml
+  pid_t parent = 0;         // the actor exits when this process is gone
+  // Seeds envs apart: a learner's rank (< 4096), or a node's own number.
+  uint32_t seed_rank = 0;
+};
+
+// The arguments after the program name, without `--actor-id`.
+std::vector<std::string> actor_process_args(const ActorTarget& target);
+
+}  // namespace pronghorn::fleet

@@ -1,0 +1,33 @@
+#include "learner/policy_training.h"
+
+#include <torch/torch.h>
+
+namespace pronghorn::learner {
+
+PolicyTraining::PolicyTraining(const Config& config, const EnvSpec& spec,
+                               const std::string& slab_name)
+    : trainer_(config, spec),
+      slab_name_(slab_name),
+      slab_(buffer::WeightSlab::create(slab_name, trainer_.model()->parameter_count())),
+      flat_(static_cast<size_t>(trainer_.model()->parameter_count())) {}
+
+uint64_t PolicyTraining::publish() {
+  trainer_.model()->write_flat(flat_.data());
+  version_ = slab_->publish(flat_.data());
+  return version_;
+}
+
+Checkpoint PolicyTraining::snapshot(uint64_t env_steps, uint64_t learner_steps, uint64_t episodes) {
+  Checkpoint ck;
+  ck.env_steps = env_steps;
+  ck.learner_steps = learner_steps;
+  ck.episodes = episodes;
+  ck.policy_version = version_;
+  ck.parameters = flat_;
+  ck.optimizer = trainer_.optimizer_state();
+  at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
+  ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
+  return ck;
+}
+
+}  // namespace pronghorn::learner

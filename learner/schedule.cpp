@@ -1,0 +1,87 @@
+#include "learner/schedule.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "learner/checkpoint.h"
+
+namespace pronghorn::learner {
+namespace {
+
+// How soon a periodic checkpoint that failed (a full disk) is tried again.
+constexpr double kCheckpointRetryS = 10;
+
+}  // namespace
+
+Schedule::Schedule(const Config& config, const EnvSpec& spec, const std::string& run_dir, int rank,
+                   PolicyTraining& policy, RunStats& stats)
+    : c_(config),
+      spec_(spec),
+      rank_(rank),
+      policy_(policy),
+      stats_(stats),
+      checkpoints_(run_dir + "/checkpoints"),
+      target_(config.run.target_return.value_or(spec.target_return)) {}
+
+void Schedule::start(Clock::time_point now) {
+  next_checkpoint_ = now + as_duration(c_.run.checkpoint_interval_s);
+  next_eval_ = now + as_duration(c_.run.eval_interval_s);
+  if (rank_ == 0) evaluator_.emplace(c_, spec_, checkpoints_);
+}
+
+std::string Schedule::checkpoint() {
+  stats_.last_checkpoint = save_checkpoint(
+      checkpoints_, policy_.snapshot(stats_.env_steps, stats_.learner_steps, stats_.episodes),
+      static_cast<int>(c_.run.keep_checkpoints));
+  stats_.last_checkpoint_unix_s = unix_seconds();
+  return stats_.last_checkpoint;
+}
+
+void Schedule::checkpoint_if_due(Clock::time_point now) {
+  if (rank_ != 0 || c_.run.checkpoint_interval_s <= 0 || now < next_checkpoint_) return;
+  next_checkpoint_ = now + as_duration(c_.run.checkpoint_interval_s);
+  try {
+    checkpoint();
+  } catch (const Error& e) {  // a full disk: training goes on, the checkpoint is retried
+    const double retry = std::min(c_.run.checkpoint_interval_s, kCheckpointRetryS);
+    spdlog::error("{}; training goes on, next try in {:.0f} s", e.what(), retry);
+    next_checkpoint_ = now + as_duration(retry);
+  }
+}
+
+// The evaluator copies the state and runs on its own thread: training goes
+// on meanwhile.
+void Schedule::evaluate(Clock::time_point now) {
+  if (!evaluator_) return;
+  const bool at_target = training_at_target();
+  if (std::optional<EvalReport> done = evaluator_->take()) {
+    const Evaluation& e = done->result;
+    stats_.eval_return_mean = e.mean;
+    stats_.eval_return_std = e.std;
+    stats_.eval_episodes = e.returns.size();
+    stats_.eval_env_steps = done->env_steps;
+    if (done->new_best) {
+      spdlog::info(
+          "evaluation at {} env steps: return {:.2f} ± {:.2f} over {} episodes, the best "
+          "so far: {}/{}",
+          done->env_steps, e.mean, e.std, e.returns.size(), checkpoints_, kBestCheckpointName);
+    }
+    if (!done->best_error.empty()) {
+      spdlog::error("best checkpoint not written: {}; training goes on", done->best_error);
+    }
+    // Solved: the evaluation reached the target, and so does the training
+    // mean still (a run's figures then agree on it).
+    eval_reached_target_ = at_target && e.mean >= target_;  // the newest evaluation decides
+  }
+  const bool due = c_.run.eval_interval_s > 0 && now >= next_eval_;
+  if ((at_target || due) && !evaluator_->busy() &&
+      evaluator_->start(
+          policy_.snapshot(stats_.env_steps, stats_.learner_steps, stats_.episodes))) {
+    next_eval_ = now + as_duration(c_.run.eval_interval_s);
+  }
+}
+
+}  // namespace pronghorn::learner
