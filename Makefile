@@ -1,11 +1,12 @@
 # The two commands (README): `make train` and `make test`. Each installs what
-# is missing (tools/setup-deps), configures and builds first.
+# is missing (tools/setup-deps), configures and builds first: `make train`
+# only what training runs, `make test` everything.
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 ARGS       ?=
 
-.PHONY: all deps test-deps configure build test train bench asan tsan build-cuda-torch format format-check tidy clean
+.PHONY: all deps test-deps configure build build-train test train bench asan tsan build-cuda-torch format format-check tidy clean
 
 all: build
 
@@ -21,6 +22,20 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# What `pronghorn train` runs: the one binary. The built-in envs are linked
+# into it, and the actors are the same binary (forked from its zygote, else
+# /proc/self/exe); the test binaries, test plugins and the example plugin
+# (envs/examples/corridor.c) are left to `make test`. The compiler's output
+# goes to a log shown only when the build fails (progress and directory lines
+# left out).
+TRAIN_TARGETS = pronghorn
+TRAIN_LOG     = $(BUILD)/make-train.log
+build-train: configure
+	@echo "make train: building $(TRAIN_TARGETS) in $(BUILD)/ (minutes the first time; log: $(TRAIN_LOG))"
+	@cmake --build $(BUILD) -j $(JOBS) --target $(TRAIN_TARGETS) >$(TRAIN_LOG) 2>&1 || { \
+	  grep -vE '^\[ *[0-9]+%\] |make\[[0-9]+\]: (Entering|Leaving) directory' $(TRAIN_LOG) >&2; \
+	  echo "make train: the build failed; the whole log is $(TRAIN_LOG)" >&2; exit 1; }
+
 # Developers and CI build with warnings as errors; `make train` leaves the
 # build's setting as it is (off in a fresh build).
 test: WERROR_ARG = -DPRONGHORN_WERROR=ON
@@ -31,7 +46,7 @@ test: test-deps build
 # the last 100 episodes ≥ 475) and says how long that took. ARGS go to
 # `pronghorn train`, e.g. a second job beside the first on free ports:
 #   make train ARGS='--set server.address=127.0.0.1:0 --set server.metrics_port=0'
-train: build
+train: build-train
 	@$(BUILD)/tools/pronghorn train -c configs/cartpole.toml $(ARGS)
 
 # Throughput figures for BENCHMARKS.md, each against a baseline in the same run.

@@ -2,7 +2,7 @@
 //
 // Code that meets bad input throws one of the errors below, with a message
 // that names the input that was wrong and what was expected; main turns it
-// into one line on stderr and the exit code the README documents:
+// into one line on stderr and the exit code docs/exit-codes.md documents:
 //   0  finished or stopped
 //   1  Error: a failure a retry will not fix (actors keep crashing, NaN,
 //      corrupt state)

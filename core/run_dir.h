@@ -1,4 +1,4 @@
-// A job's run directory (README "Training"), held for the job's life: it is
+// A job's run directory (docs/training.md "The run directory"), held for the job's life: it is
 // created mode 0700, must belong to this process's user, and is locked
 // exclusively (flock on `<dir>/lock`, which names the holder's pid), so two
 // jobs never write one directory at once and a reused name never mixes two

@@ -1,4 +1,4 @@
-// Jobs that share a machine (README "Jobs on one machine"): a job never
+// Jobs that share a machine (docs/training.md "Jobs on one machine"): a job never
 // shares, steals or deletes another job's port, run directory or token, and
 // its owner can always reach its control plane. Real processes, real sockets,
 // a second user through setpriv, a small tmpfs for a full disk.

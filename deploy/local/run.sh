@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A cluster job on one machine, to try one on a laptop: N learner ranks
 # training one model together and M actor-only nodes feeding them
-# (README "Several learners", "Actor-only nodes"; docs/architecture.md §2).
+# (docs/several-learners.md, docs/actor-nodes.md; docs/architecture.md §2).
 # It starts them, says where to watch, waits for the job to end, and on
 # Ctrl-C (or SIGTERM, or SIGHUP: the terminal closed) stops every process it
 # started. Exit status: rank 0's.
