@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "envs/plugin_probe.h"
+#include "learner/actor_capacity.h"
 #include "model/policy.h"
 
 namespace pronghorn::learner {
@@ -17,6 +18,10 @@ envs::EnvSpec check_job_config(const Config& config) {
     throw UsageError(e.what());
   }
   return spec;
+}
+
+void check_job_machine(const Config& config) {
+  if (config.actor.count) initial_actor_count(config.actor);  // "auto" always fits
 }
 
 }  // namespace pronghorn::learner

@@ -1,7 +1,8 @@
 // `pronghorn config`: validate a config (file plus --set overrides) and print
 // it resolved, with every key, its value and a line of help. Exit 2 with one
 // line naming the key when it is not valid, or when `train` would refuse it
-// (learner/job_check.h: an env that does not exist, a model that does not fit).
+// (learner/job_check.h: an env that does not exist, a model that does not fit,
+// more actors than this machine holds).
 #include <iostream>
 #include <memory>
 
@@ -26,6 +27,7 @@ Command add_config_command(CLI::App& app) {
   return {command, [args] {
             const Config config = args->load();
             learner::check_job_config(config);  // what `train` refuses, refused here too
+            learner::check_job_machine(config);
             std::cout << to_toml(config);
           }};
 }
