@@ -105,7 +105,7 @@ std::vector<Field> fields(Config& c) {
        0,
        256,
        {},
-       "LibTorch intra-op threads; 0 = cores left after actors"},
+       "LibTorch and OpenBLAS threads; 0 = the cores this node's actors leave (at least 1)"},
       {"learner", "epochs", &c.learner.epochs, 1, 1000, {}, "passes over each batch"},
       {"learner",
        "minibatches",

@@ -39,6 +39,27 @@ void remove_stale_segments() {
   }
 }
 
+// The threads the learner computes with: learner.threads, or for 0 what its
+// help says, the cores this node's actors leave (cores − actors ×
+// actor.threads), at least one. "auto" actors are one per core but one, the
+// learner's (learner/actor_capacity.h). Logged with the reason.
+int compute_threads(const Config& c) {
+  if (c.learner.threads > 0) {
+    const int n = static_cast<int>(c.learner.threads);
+    spdlog::info("learner: {} compute thread{} (learner.threads)", n, n == 1 ? "" : "s");
+    return n;
+  }
+  const int cores = measure_machine_room().cores;
+  const int64_t actors =
+      c.actor.count ? static_cast<int64_t>(*c.actor.count) : std::max(1, cores - 1);  // "auto"
+  const int64_t taken = actors * c.actor.threads;
+  const int n = static_cast<int>(std::max<int64_t>(1, cores - taken));
+  spdlog::info("learner: {} compute thread{} (learner.threads = 0: {} core{} less {} actor{} × {})",
+               n, n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", actors, actors == 1 ? "" : "s",
+               c.actor.threads);
+  return n;
+}
+
 }  // namespace
 
 Learner::Loop::Loop(const TrainOptions& o, ControlBoard& board, const std::atomic<bool>& stop)
@@ -329,8 +350,7 @@ TrainResult Learner::Loop::run() {
 
 Learner::Learner(const TrainOptions& options, ControlBoard& board, const std::atomic<bool>& stop) {
   keep_freed_memory_in_heap();
-  set_compute_threads(
-      options.config.learner.threads > 0 ? static_cast<int>(options.config.learner.threads) : 1);
+  set_compute_threads(compute_threads(options.config));
   torch::manual_seed(options.config.run.seed);
   loop_ = std::make_unique<Loop>(options, board, stop);
 }

@@ -2,6 +2,7 @@
 // no unroll, survives a killed actor or zygote, leaves nothing behind even
 // killed; an LSTM core learns the env a memoryless policy cannot.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -278,6 +279,53 @@ TEST(TrainTest, TheSolvedLineAgreesWithTheLastMetricsLineAndTheCheckpoint) {
   char name[64];
   std::snprintf(name, sizeof name, "/checkpoints/env-steps-%020llu.ckpt", steps);
   EXPECT_TRUE(std::filesystem::exists(run.dir + name)) << "the final checkpoint is at " << steps;
+}
+
+// learner.threads = 0 is what its help says: the cores the node's actors
+// leave (cores − actors × actor.threads), at least one; a number is taken as
+// it is. Two cores here, by taskset.
+TEST(TrainTest, LearnerThreadsZeroTakesTheCoresTheActorsLeave) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || !CPU_ISSET(0, &allowed) ||
+      !CPU_ISSET(1, &allowed)) {
+    GTEST_SKIP() << "needs CPUs 0 and 1";
+  }
+  struct Case {
+    const char* actors;
+    const char* threads;
+    const char* line;
+  };
+  for (const Case& c :
+       {Case{"0", "0", "learner: 2 compute threads"}, Case{"1", "0", "learner: 1 compute thread "},
+        Case{"3", "0", "learner: 1 compute thread "},
+        Case{"1", "3", "learner: 3 compute threads"}}) {
+    const TrainRun run;
+    std::filesystem::remove_all(run.dir);
+    std::vector<std::string> args = {"-c",          "0,1",
+                                     PRONGHORN_BIN, "--log-level",
+                                     "info",        "train",
+                                     "--run-dir",   run.dir,
+                                     "--set",       "server.address=127.0.0.1:0",
+                                     "--set",       "server.metrics_port=-1",
+                                     "--set",       "run.target_return=0",
+                                     "--set",       "actor.oversubscribe=true",
+                                     "--set",       std::string("actor.count=") + c.actors,
+                                     "--set",       std::string("learner.threads=") + c.threads};
+    StopOnExit job{spawn("/usr/bin/taskset", args)};
+    ASSERT_GT(job.pid, 0);
+    const bool logged = wait_for(
+        [&] { return slurp(run.dir + "/train.log").find("compute thread") != std::string::npos; },
+        30s);
+    const std::string log = slurp(run.dir + "/train.log");
+    EXPECT_TRUE(logged) << log;
+    EXPECT_NE(log.find(c.line), std::string::npos)
+        << "actor.count=" << c.actors << " learner.threads=" << c.threads << ":\n"
+        << log;
+    kill(job.pid, SIGTERM);
+    EXPECT_EQ(wait_exit(job.pid), 0);
+    job.pid = -1;
+    std::filesystem::remove_all(run.dir);
+  }
 }
 
 }  // namespace
