@@ -46,7 +46,7 @@ void remove_stale_segments() {
 int compute_threads(const Config& c) {
   if (c.learner.threads > 0) {
     const int n = static_cast<int>(c.learner.threads);
-    spdlog::info("learner: {} compute thread{} (learner.threads)", n, n == 1 ? "" : "s");
+    spdlog::debug("learner: {} compute thread{} (learner.threads)", n, n == 1 ? "" : "s");
     return n;
   }
   const int cores = measure_machine_room().cores;
@@ -54,9 +54,10 @@ int compute_threads(const Config& c) {
       c.actor.count ? static_cast<int64_t>(*c.actor.count) : std::max(1, cores - 1);  // "auto"
   const int64_t taken = actors * c.actor.threads;
   const int n = static_cast<int>(std::max<int64_t>(1, cores - taken));
-  spdlog::info("learner: {} compute thread{} (learner.threads = 0: {} core{} less {} actor{} × {})",
-               n, n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", actors, actors == 1 ? "" : "s",
-               c.actor.threads);
+  spdlog::debug(
+      "learner: {} compute thread{} (learner.threads = 0: {} core{} less {} actor{} × {})", n,
+      n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", actors, actors == 1 ? "" : "s",
+      c.actor.threads);
   return n;
 }
 

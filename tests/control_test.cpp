@@ -213,7 +213,7 @@ TEST(ControlTest, BadRequestsGetTheRightCodeAndTheServerKeepsServing) {
     const grpc::Status rpc = raw_call(method, truncated_varint);
     EXPECT_EQ(rpc.error_code(), StatusCode::INVALID_ARGUMENT)
         << method << ": " << rpc.error_code() << " " << rpc.error_message();
-    EXPECT_NE(rpc.error_message().find("does not parse"), std::string::npos)
+    EXPECT_NE(rpc.error_message().find("do not parse"), std::string::npos)
         << method << ": " << rpc.error_message();
   }
   const grpc::Status watch_rpc = raw_stream(truncated_varint);
@@ -241,9 +241,14 @@ TEST(ControlTest, SaveCheckpointAndGracefulStop) {
 
   auto [code, out] = shell(std::string(PRONGHORN_BIN) + " stop --run-dir " + job.dir);
   EXPECT_EQ(code, 0) << out;
-  const std::string prefix = "stopped; checkpoint ";
-  ASSERT_EQ(out.rfind(prefix, 0), 0u) << out;
-  const std::string final_path = out.substr(prefix.size(), out.find('\n') - prefix.size());
+  // "stopped (run NAME, DIR); checkpoint PATH": which job, and its last checkpoint.
+  const std::string named = "stopped (run " + job.name + ", ";
+  ASSERT_EQ(out.rfind(named, 0), 0u) << out;
+  const std::string prefix = "; checkpoint ";
+  const size_t at = out.find(prefix);
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string final_path =
+      out.substr(at + prefix.size(), out.find('\n') - at - prefix.size());
   EXPECT_TRUE(std::filesystem::exists(final_path)) << final_path;
   EXPECT_NE(final_path, saved.path());
   EXPECT_EQ(wait_exit(job.pid), 0);

@@ -221,8 +221,8 @@ TEST(SharedMachineTest, TheCliSendsARunDirectorysTokenOnlyToTheAddressItRecords)
 // --run-dir or the default port, every reply names it (run name and
 // directory), and the help says how to address one.
 TEST(SharedMachineTest, EveryControlReplyNamesTheJobItReached) {
-  Job first({"--set", "actor.count=1"});
-  Job second({"--set", "actor.count=1"});
+  Job first({}, "-first");
+  Job second({}, "-second");
   ASSERT_FALSE(first.address.empty());
   ASSERT_FALSE(second.address.empty());
   ASSERT_TRUE(wait_for([&] { return get_status(*first.stub()).learner_steps() > 0; }));

@@ -303,7 +303,7 @@ TEST(TrainTest, LearnerThreadsZeroTakesTheCoresTheActorsLeave) {
     std::filesystem::remove_all(run.dir);
     std::vector<std::string> args = {"-c",          "0,1",
                                      PRONGHORN_BIN, "--log-level",
-                                     "info",        "train",
+                                     "debug",       "train",
                                      "--run-dir",   run.dir,
                                      "--set",       "server.address=127.0.0.1:0",
                                      "--set",       "server.metrics_port=-1",
