@@ -301,22 +301,20 @@ TEST(TrainTest, LearnerThreadsZeroTakesTheCoresTheActorsLeave) {
         Case{"1", "3", "learner: 3 compute threads"}}) {
     const TrainRun run;
     std::filesystem::remove_all(run.dir);
-    std::vector<std::string> args = {"-c",          "0,1",
-                                     PRONGHORN_BIN, "--log-level",
-                                     "debug",       "train",
-                                     "--run-dir",   run.dir,
-                                     "--set",       "server.address=127.0.0.1:0",
-                                     "--set",       "server.metrics_port=-1",
-                                     "--set",       "run.target_return=0",
-                                     "--set",       "actor.oversubscribe=true",
-                                     "--set",       std::string("actor.count=") + c.actors,
-                                     "--set",       std::string("learner.threads=") + c.threads};
-    StopOnExit job{spawn("/usr/bin/taskset", args)};
+    // Its stderr in a file: the debug line is there at once (train.log's
+    // writes are buffered).
+    const std::string err = run.dir + ".err";
+    const std::string command =
+        "exec taskset -c 0,1 " + std::string(PRONGHORN_BIN) +
+        " --log-level debug train --run-dir " + run.dir +
+        " --set server.address=127.0.0.1:0 --set server.metrics_port=-1"
+        " --set run.target_return=0 --set actor.oversubscribe=true --set actor.count=" +
+        c.actors + " --set learner.threads=" + c.threads + " 2>" + err;
+    StopOnExit job{spawn("/bin/sh", {"-c", command})};
     ASSERT_GT(job.pid, 0);
-    const bool logged = wait_for(
-        [&] { return slurp(run.dir + "/train.log").find("compute thread") != std::string::npos; },
-        30s);
-    const std::string log = slurp(run.dir + "/train.log");
+    const bool logged =
+        wait_for([&] { return slurp(err).find("compute thread") != std::string::npos; }, 30s);
+    const std::string log = slurp(err);
     EXPECT_TRUE(logged) << log;
     EXPECT_NE(log.find(c.line), std::string::npos)
         << "actor.count=" << c.actors << " learner.threads=" << c.threads << ":\n"
@@ -324,6 +322,7 @@ TEST(TrainTest, LearnerThreadsZeroTakesTheCoresTheActorsLeave) {
     kill(job.pid, SIGTERM);
     EXPECT_EQ(wait_exit(job.pid), 0);
     job.pid = -1;
+    std::filesystem::remove(err);
     std::filesystem::remove_all(run.dir);
   }
 }
