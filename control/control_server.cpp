@@ -9,6 +9,7 @@
 
 #include "control/grpc_auth.h"
 #include "control/status_streams.h"
+#include "control/unparsed_requests.h"
 #include "core/error.h"
 #include "proto/pronghorn.grpc.pb.h"
 
@@ -153,6 +154,7 @@ ControlServer::ControlServer(const ServerConfig& config, std::string token, Cont
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.address, server_credentials(config), &impl_->port);
   builder.RegisterService(&impl_->service);
+  answer_unparsed_requests_as_invalid(builder);  // not UNIMPLEMENTED, as gRPC would
   // Requests are a few bytes; a Status is under 1 KiB.
   builder.SetMaxReceiveMessageSize(64 * 1024);
   builder.SetMaxSendMessageSize(1 << 20);

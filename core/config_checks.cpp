@@ -156,6 +156,11 @@ void config_schema::check_combinations(const Config& c) {
     fail(fmt::format("run.name = {}: expected letters, digits, '-', '_' or '.'",
                      quoted(c.run.name)));
   }
+  // It names the run directory: no longer than a file name may be (NAME_MAX).
+  if (constexpr size_t kMaxName = 255; c.run.name.size() > kMaxName) {
+    fail(fmt::format("run.name: {} characters, expected at most {} (it names the run directory)",
+                     c.run.name.size(), kMaxName));
+  }
   if (c.env.name.empty() && c.env.plugin.empty()) {
     fail("env.name = \"\": expected a built-in env name, or env.plugin set");
   }

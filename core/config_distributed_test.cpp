@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/config_schema.h"
 #include "core/error.h"
 #include "core/testing/config_error.h"
 
@@ -182,4 +183,21 @@ TEST(ConfigDistributedTest, HostPortSplitsIPv6HostsOutOfTheirBrackets) {
 }
 
 }  // namespace
+// The keys the ranks of one job may set differently come from the table's
+// Ranks column: where a rank stands, its node's actors and threads, its own
+// directory, seed and servers; everything else must agree at the rendezvous.
+TEST(ConfigDistributedTest, TheKeysRanksMaySetDifferentlyAreTheTablesPerRankRows) {
+  using config_schema::may_differ_per_rank;
+  for (const char* key :
+       {"distributed.rank", "distributed.world_size", "distributed.rendezvous",
+        "distributed.interface", "distributed.backend", "actor.count", "learner.threads", "run.dir",
+        "run.seed", "server.address", "server.token_file", "remote.address", "remote.credits"}) {
+    EXPECT_TRUE(may_differ_per_rank(key)) << key;
+  }
+  for (const char* key : {"env.name", "learner.batch_size", "learner.learning_rate", "model.hidden",
+                          "run.name", "distributed.timeout_s", "no.such"}) {
+    EXPECT_FALSE(may_differ_per_rank(key)) << key;
+  }
+}
+
 }  // namespace pronghorn

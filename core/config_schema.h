@@ -1,7 +1,7 @@
 // Every configuration key, in one table: where its value lives, its type, its
 // range or choices, and one line of help. Parsing, validation, printing and
 // `pronghorn config --keys` all walk this table, so a key is declared once.
-// Internal to core/config*.cpp.
+// Internal to core/config*.cpp, but for may_differ_per_rank (tools/cluster.cpp).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,11 @@ std::vector<std::string_view> choices(E value) {
 using Target = std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
                             std::optional<int64_t>*, std::optional<double>*, ChoiceRef>;
 
+// Whether the ranks of one job (several learners) may set a key differently:
+// where a rank stands or what its node has (kMayDiffer), or what every rank
+// must agree on at the rendezvous (kSame; tools/cluster.cpp's job facts).
+enum class Ranks { kSame, kMayDiffer };
+
 struct Field {
   std::string_view section;
   std::string_view key;
@@ -51,6 +56,7 @@ struct Field {
   double min = -std::numeric_limits<double>::infinity();  // numbers (and list items)
   double max = std::numeric_limits<double>::infinity();
   std::vector<std::string_view> choices;  // a ChoiceRef's words, in enum order
+  Ranks ranks = Ranks::kSame;
   std::string_view help;
 
   std::string name() const { return std::string(section) + "." + std::string(key); }
@@ -58,6 +64,10 @@ struct Field {
 
 // The table, with targets pointing into `config`. Sections in file order.
 std::vector<Field> fields(Config& config);
+
+// Whether the ranks of one job may set key `name` ("section.key")
+// differently (its row's Ranks); false for a name not in the table.
+bool may_differ_per_rank(std::string_view name);
 
 // Throws UsageError("config: " + message).
 [[noreturn]] void fail(const std::string& message);

@@ -85,6 +85,17 @@ TEST(ConfigTest, UnknownKeySuggestsTheClosestOne) {
                {"--set env.numenvs=3", "unknown key env.numenvs", "did you mean env.num_envs?"});
 }
 
+// An abbreviation of a key's words ("lr": learning rate) says more than a
+// key that merely starts with it (lr_schedule).
+TEST(ConfigTest, AnAbbreviationSuggestsTheKeyItAbbreviatesFirst) {
+  expect_names(config_error_of("", {"learner.lr=0.001"}),
+               {"unknown key learner.lr", "did you mean learner.learning_rate?"});
+  expect_names(config_error_of("", {"learner.bs=8"}),
+               {"unknown key learner.bs", "did you mean learner.batch_size?"});
+  expect_names(config_error_of("", {"learner.lr_sched=\"linear\""}),
+               {"unknown key learner.lr_sched", "did you mean learner.lr_schedule?"});
+}
+
 TEST(ConfigTest, UnknownKeyFarFromAnyGetsNoSuggestion) {
   std::string message = config_error_of("[run]\nzzzzzzzzzzzz = 1\n");
   expect_names(message, {"unknown key run.zzzzzzzzzzzz"});

@@ -17,8 +17,32 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What a job that never started leaves (tools/exit_record.h): a claim may take it.
+constexpr const char* kExitStatus = "exit_status";
+
 [[noreturn]] void refuse(const std::string& path, const std::string& why) {
   throw UsageError("run directory " + path + ": " + why);
+}
+
+// The outermost of `dir` and its parents that does not exist yet, or "".
+std::string outermost_missing(fs::path dir) {
+  std::string missing;
+  std::error_code ec;
+  for (; !dir.empty() && !fs::exists(dir, ec); dir = dir.parent_path()) {
+    missing = dir.string();
+    if (dir == dir.parent_path()) break;
+  }
+  return missing;
+}
+
+// Removes the parents of `path` up to and including `outermost`, each only
+// if empty (another job may have put its own run there meanwhile).
+void remove_empty_parents(const fs::path& path, const std::string& outermost) {
+  if (outermost.empty()) return;
+  std::error_code ec;
+  for (fs::path dir = path.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (!fs::remove(dir, ec) || dir == fs::path(outermost)) return;
+  }
 }
 
 }  // namespace
@@ -30,6 +54,7 @@ RunDirectory::RunDirectory(const std::string& given, Mode mode) : mode_(mode) {
   path_ = path;
   if (mode != Mode::kResume) {
     const fs::path parent = fs::path(path).parent_path();
+    created_parent_ = outermost_missing(parent);
     std::error_code ec;
     if (!parent.empty()) fs::create_directories(parent, ec);
     PRONGHORN_CHECK(!ec, "run directory ", path, ": cannot create ", parent.string(), " (",
@@ -39,7 +64,9 @@ RunDirectory::RunDirectory(const std::string& given, Mode mode) : mode_(mode) {
       if (mkdir(path_.c_str(), 0700) == 0) {
         created_ = true;
       } else if (errno != EEXIST) {
-        refuse(path_, std::string("cannot create it (") + std::strerror(errno) + ")");
+        const std::string why = std::strerror(errno);
+        remove_empty_parents(path_, created_parent_);  // a refusal leaves no empty runs/ behind
+        refuse(path_, "cannot create it (" + why + ")");
       } else if (mode == Mode::kNew || n == 1000) {
         break;  // found: checked below
       }
@@ -55,7 +82,8 @@ RunDirectory::RunDirectory(const std::string& given, Mode mode) : mode_(mode) {
   lock();
   if (mode != Mode::kResume && !created_) {
     for (const auto& entry : fs::directory_iterator(path_)) {
-      if (entry.path().filename() != "lock") {
+      const std::string name = entry.path().filename();
+      if (name != "lock" && name != kExitStatus) {
         refuse(path_, "holds another run (" + entry.path().filename().string() +
                           "); continue it with --resume " + path_ +
                           ", or choose another run.name or --run-dir");
@@ -93,9 +121,18 @@ void RunDirectory::remove_if_new() {
   std::error_code ec;
   if (created_) {
     fs::remove_all(path_, ec);
+    remove_empty_parents(path_, created_parent_);
     return;
   }
   for (const auto& entry : fs::directory_iterator(path_, ec)) fs::remove_all(entry.path(), ec);
+}
+
+void RunDirectory::empty_if_new() {
+  if (mode_ == Mode::kResume) return;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path_, ec)) {
+    if (entry.path().filename() != "lock") fs::remove_all(entry.path(), ec);
+  }
 }
 
 }  // namespace pronghorn

@@ -14,6 +14,7 @@ class RunDirectory {
  public:
   enum class Mode {
     kNew,            // `path` must not exist, or be an empty directory of this user
+                     // (empty but for the exit_status of a job that never started)
     kNewOrSuffixed,  // as kNew, but a taken `path` gives way to `path-2`, `path-3`, …
     kResume,         // `path` must exist and belong to this user
   };
@@ -28,15 +29,21 @@ class RunDirectory {
   std::string name() const;  // its last component
 
   // For a job that failed to start: removes what it wrote, and the directory
-  // if this created it. Never touches a directory opened with kResume.
+  // (with the parents it made) if this created it. Never touches a directory
+  // opened with kResume.
   void remove_if_new();
+  // For a job that failed to start but whose end a scheduler reads there
+  // (exit_status: a rank that never came): removes what it wrote and keeps
+  // the directory. A kNew claim takes such a directory again.
+  void empty_if_new();
 
  private:
   void lock();
 
   std::string path_;
   Mode mode_;
-  bool created_ = false;  // by this object, not found
+  bool created_ = false;        // by this object, not found
+  std::string created_parent_;  // the outermost parent this object made, or ""
   int lock_fd_ = -1;
 };
 

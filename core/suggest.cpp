@@ -1,6 +1,7 @@
 #include "core/suggest.h"
 
 #include <algorithm>
+#include <string>
 
 namespace pronghorn {
 namespace {
@@ -20,9 +21,34 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+// The first letters of `name`'s words ("learning_rate" → "lr"): after the
+// last '.', words split at '_'.
+std::string initials(std::string_view name) {
+  std::string out;
+  const size_t dot = name.rfind('.');
+  const std::string_view last = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  for (size_t i = 0; i < last.size(); ++i) {
+    if (last[i] != '_' && (i == 0 || last[i - 1] == '_')) out += last[i];
+  }
+  return out;
+}
+
+// `given` names `candidate` by its words' initials ("learner.lr" for
+// "learner.learning_rate"): the same part up to the last '.', and two or more
+// initials, so that a one-word key is not everyone's abbreviation.
+bool abbreviates(std::string_view given, std::string_view candidate) {
+  const size_t dot = given.rfind('.') + 1;  // 0 when there is none
+  if (candidate.substr(0, dot) != given.substr(0, dot)) return false;
+  const std::string_view letters = given.substr(dot);
+  return letters.size() >= 2 && letters == initials(candidate.substr(dot));
+}
+
 }  // namespace
 
 std::string closest_match(std::string_view given, const std::vector<std::string>& candidates) {
+  for (const auto& candidate : candidates) {  // "learner.lr" → "learner.learning_rate"
+    if (abbreviates(given, candidate)) return candidate;
+  }
   std::string best;
   size_t best_distance = std::max<size_t>(2, given.size() / 3) + 1;
   for (const auto& candidate : candidates) {

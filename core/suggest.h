@@ -7,8 +7,10 @@
 
 namespace pronghorn {
 
-// The candidate closest to `given` by edit distance, or by being a prefix of it
-// (or it of them); "" when none is close enough to be a plausible typo.
+// The candidate `given` abbreviates by its words' initials ("learner.lr" →
+// "learner.learning_rate"), else the closest by edit distance, else one that
+// is a prefix of it (or it of them); "" when none is close enough to be a
+// plausible typo.
 std::string closest_match(std::string_view given, const std::vector<std::string>& candidates);
 
 // " (did you mean X?)" for closest_match, or "" when there is none.

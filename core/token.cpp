@@ -27,9 +27,10 @@ std::string first_line_token(const std::string& path, const struct stat& st) {
 
 struct stat stat_of(const std::string& path) {
   struct stat st {};
-  PRONGHORN_CHECK(stat(path.c_str(), &st) == 0, "token file ", path, ": cannot read it (",
-                  std::strerror(errno), ")");
-  return st;
+  if (stat(path.c_str(), &st) == 0) return st;
+  // A path the user named that is not there is usage (exit 2), like a missing config.
+  if (errno == ENOENT) throw UsageError("token file " + path + ": no such file");
+  throw Error("token file " + path + ": cannot read it (" + std::strerror(errno) + ")");
 }
 
 }  // namespace

@@ -232,7 +232,11 @@ class PluginEnv final : public BatchEnv {
 std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   auto fail = [&](const std::string& what) { fail_plugin(path, what); };
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail("no such file");
+  // A path the user named that is not there is usage (exit 2), like a missing config.
+  if (!std::filesystem::exists(path, ec)) {
+    throw UsageError(fmt::format("env plugin {}: no such file", path));
+  }
+  if (!std::filesystem::is_regular_file(path, ec)) fail("not a regular file");
   // A path without a slash would make dlopen search the library path instead.
   std::string load_path = path.find('/') == std::string::npos ? "./" + path : path;
   void* handle = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);

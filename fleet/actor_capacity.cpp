@@ -153,4 +153,8 @@ int initial_actor_count(const ActorConfig& config) {
   return std::max(1, std::min(spare, room.by_memory));
 }
 
+void check_actor_count(const ActorConfig& config) {
+  if (config.count) initial_actor_count(config);  // "auto" always fits
+}
+
 }  // namespace pronghorn::fleet

@@ -57,4 +57,10 @@ void check_actor_room(int wanted, const ActorRoom& room, std::string_view asked,
 // An actor.count over the cap is a UsageError unless actor.oversubscribe.
 int initial_actor_count(const ActorConfig& config);
 
+// What `train` refuses on this machine before any work, so that `pronghorn
+// config` refuses it here too: an actor.count over what this node holds.
+// Throws UsageError naming the key. Not for an actor-only node, whose actors
+// are its own --processes.
+void check_actor_count(const ActorConfig& config);
+
 }  // namespace pronghorn::fleet

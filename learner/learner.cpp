@@ -7,6 +7,7 @@
 #include "buffer/segment_names.h"
 #include "core/clock.h"
 #include "core/logging.h"
+#include "fleet/actor_capacity.h"
 #include "learner/error_line.h"
 #include "learner/learner_loop.h"
 #include "learner/resume.h"
@@ -24,6 +25,28 @@ std::string segment_name(const TrainOptions& o, std::string_view kind) {
   const std::string id =
       rank == 0 ? o.config.run.name : fmt::format("{}-rank{}", o.config.run.name, rank);
   return buffer::own_segment_name(kind, id);
+}
+
+// The threads the learner computes with: learner.threads, or for 0 what its
+// help says, the cores this node's actors leave (cores − actors ×
+// actor.threads), at least one. "auto" actors are one per core but one, the
+// learner's (fleet/actor_capacity.h). Logged with the reason.
+int compute_threads(const Config& c) {
+  if (c.learner.threads > 0) {
+    const int n = static_cast<int>(c.learner.threads);
+    spdlog::debug("learner: {} compute thread{} (learner.threads)", n, n == 1 ? "" : "s");
+    return n;
+  }
+  const int cores = fleet::measure_machine_room().cores;
+  const int64_t actors =
+      c.actor.count ? static_cast<int64_t>(*c.actor.count) : std::max(1, cores - 1);  // "auto"
+  const int64_t taken = actors * c.actor.threads;
+  const int n = static_cast<int>(std::max<int64_t>(1, cores - taken));
+  spdlog::debug(
+      "learner: {} compute thread{} (learner.threads = 0: {} core{} less {} actor{} × {})", n,
+      n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", actors, actors == 1 ? "" : "s",
+      c.actor.threads);
+  return n;
 }
 
 }  // namespace
@@ -168,8 +191,7 @@ v1::Status Learner::Loop::status() const {
 
 Learner::Learner(const TrainOptions& options, ControlBoard& board, const std::atomic<bool>& stop) {
   keep_freed_memory_in_heap();
-  set_compute_threads(
-      options.config.learner.threads > 0 ? static_cast<int>(options.config.learner.threads) : 1);
+  set_compute_threads(compute_threads(options.config));
   torch::manual_seed(options.config.run.seed);
   loop_ = std::make_unique<Loop>(options, board, stop);
 }

@@ -143,10 +143,40 @@ TEST(CliTest, EnvsListsBuiltinsAndAPluginsEnvs) {
 }
 
 TEST(CliTest, EnvsWithABrokenPluginFailsWithOneLine) {
-  Result r = pronghorn({"envs", "--plugin", "/nonexistent/libenv.so"});
+  Result r = pronghorn({"envs", "--plugin", PRONGHORN_SOURCE_DIR "/README.md"});  // no library
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("env plugin /nonexistent/libenv.so: no such file"), std::string::npos)
+  EXPECT_NE(r.err.find("env plugin " PRONGHORN_SOURCE_DIR "/README.md: cannot load"),
+            std::string::npos)
       << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+}
+
+// One rule for every path a user names: one that does not exist is a usage
+// error (exit 2) whose one line names it, whichever command or key named it.
+TEST(CliTest, AMissingPathTheUserNamedIsExitTwoNamingIt) {
+  const std::string missing = "/nonexistent/pronghorn-missing";
+  const std::string run_dir =
+      ::testing::TempDir() + "/cli_test_missing_" + std::to_string(getpid());
+  const std::vector<std::vector<std::string>> commands = {
+      {"config", "-c", missing + ".toml"},
+      {"config", "--set", "env.plugin=" + missing + ".so"},
+      {"envs", "--plugin", missing + ".so"},
+      {"train", "--resume", missing},
+      {"train", "--run-dir", run_dir, "--set", "env.plugin=" + missing + ".so"},
+      {"train", "--run-dir", run_dir, "--set", "server.address=127.0.0.1:0", "--set",
+       "server.metrics_port=-1", "--set", "actor.count=0", "--set", "server.token_file=" + missing},
+      {"eval", missing},
+      {"eval", "--checkpoint", missing + ".ckpt"},
+      {"status", "--target", "127.0.0.1:1", "--token-file", missing},
+  };
+  for (const auto& command : commands) {
+    std::string text;
+    for (const auto& arg : command) text += arg + " ";
+    Result r = pronghorn(command);
+    EXPECT_EQ(r.code, 2) << text << "\n" << r.err;
+    EXPECT_NE(r.err.find(missing), std::string::npos) << text << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(run_dir)) << text << "left " << run_dir;
+  }
 }
 
 TEST(CliTest, BenchEnvPrintsStepsPerSecond) {

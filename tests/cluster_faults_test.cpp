@@ -1,7 +1,8 @@
 // Faults and refusals of a job of several `pronghorn train` processes
 // (issue 16): a stopped peer, or ranks in two network namespaces whose link
 // goes silent, end the others with exit 75 within distributed.timeout_s and a
-// few seconds, leaving no actor or shared memory; a config mismatch, a wrong
+// few seconds, leaving no actor or shared memory; a rank that never comes ends
+// the others with 75 at the rendezvous deadline; a config mismatch, a wrong
 // token, NCCL without a GPU and a missing address or run name are exit 2 at
 // start. Training together, a killed peer with --resume, status and placement
 // are in cluster_test.cpp.
@@ -154,6 +155,49 @@ TEST(ClusterTest, PartitionedRanksInTwoNamespacesBothExit75) {
   EXPECT_TRUE(leftover_segments(name).empty()) << joined(leftover_segments(name));
   EXPECT_TRUE(leftover_segments(name + "-rank1").empty())
       << joined(leftover_segments(name + "-rank1"));
+}
+
+// --- A rank that never comes: exit 75 at the rendezvous deadline ---------
+
+// Under Slurm, a node that failed to start: rank 0 waits
+// distributed.rendezvous_timeout_s, then ends with one line naming the rank
+// and leaves its exit_status (the retry loop reads 75 there) in a directory
+// that is otherwise empty and that the same command takes again.
+TEST(ClusterTest, ARankThatNeverComesEndsRankZeroWith75NamingItAndItsExitStatus) {
+  Cluster job(2, {"distributed.rendezvous_timeout_s=2"});
+  for (const char* attempt : {"", "-again"}) {
+    const auto start = Clock::now();
+    RankProcess rank0 = job.start(0, "127.0.0.1:0", {}, {}, attempt);
+    const std::optional<int> status = rank0.wait(20s);
+    ASSERT_EQ(status, std::optional<int>(75))
+        << "attempt" << attempt << ": exit " << status_text(status) << " after "
+        << seconds_since(start) << " s\n"
+        << rank0.output();
+    EXPECT_EQ(rank0.last_error_line().rfind("pronghorn: ", 0), 0u) << rank0.output();
+    EXPECT_NE(rank0.last_error_line().find("rank 1 did not join within 2 s"), std::string::npos)
+        << rank0.output();
+    const std::string ended = slurp(job.run() + "/exit_status");
+    EXPECT_EQ(ended.rfind("75 ", 0), 0u) << ended;
+    EXPECT_NE(ended.find("rank 1 did not join"), std::string::npos) << ended;
+    for (const auto& e : std::filesystem::directory_iterator(job.run())) {
+      const std::string name = e.path().filename();
+      EXPECT_TRUE(name == "exit_status" || name == "lock") << "left behind: " << name;
+    }
+  }
+}
+
+// Rank 1 whose rank 0 never listens ends the same way, naming rank 0.
+TEST(ClusterTest, ARankZeroThatNeverComesEndsRankOneWith75NamingIt) {
+  Cluster job(2, {"distributed.rendezvous_timeout_s=2"});
+  const auto start = Clock::now();
+  RankProcess rank1 = job.start(1, "127.0.0.1:" + std::to_string(free_port()));
+  const std::optional<int> status = rank1.wait(20s);
+  ASSERT_EQ(status, std::optional<int>(75))
+      << "exit " << status_text(status) << " after " << seconds_since(start) << " s\n"
+      << rank1.output();
+  EXPECT_EQ(rank1.last_error_line().rfind("pronghorn: rank 1: rank 0", 0), 0u) << rank1.output();
+  EXPECT_NE(rank1.last_error_line().find("within 2 s"), std::string::npos) << rank1.output();
+  EXPECT_FALSE(std::filesystem::exists(job.rank_dir(1))) << "rank 1 made a run directory";
 }
 
 // --- Refusals at start: exit 2 ------------------------------------------

@@ -56,6 +56,36 @@ TEST(ConfigCliTest, AModelThatDoesNotFitTheEnvIsRefusedByConfigAsByTrain) {
       "model.kind = \"impala_cnn\": env cartpole has no [C, H, W] image observations");
 }
 
+// As expect_both_refuse, with the run directory made by train itself under
+// run.dir: the refusal leaves no run.dir behind either (no empty runs/).
+void expect_both_refuse_leaving_no_run_dir(const std::string& config_args,
+                                           const std::string& line) {
+  const std::string runs = test_dir("run") + "/runs";
+  auto [config_code, config_out] = pronghorn_cli("config " + config_args);
+  EXPECT_EQ(config_code, 2) << config_out;
+  EXPECT_NE(config_out.find(line), std::string::npos) << config_out;
+  auto [train_code, train_out] = pronghorn_cli("train --set run.dir=" + runs +
+                                               " --set server.address=127.0.0.1:0 " + config_args);
+  EXPECT_EQ(train_code, 2) << train_out;
+  EXPECT_NE(train_out.find(line), std::string::npos) << train_out;
+  EXPECT_FALSE(fs::exists(runs)) << "train left " << runs << " behind";
+}
+
+TEST(ConfigCliTest, MoreActorsThanThisNodeHoldsAreRefusedByConfigAsByTrain) {
+  // 2 per core: 1000 is over the cap on any machine under 500 cores.
+  expect_both_refuse_leaving_no_run_dir("--set run.name=many --set actor.count=1000",
+                                        "actor.count = 1000: this node holds at most ");
+  auto [code, out] = pronghorn_cli("config --set actor.count=1000 --set actor.oversubscribe=true");
+  EXPECT_EQ(code, 0) << out;
+}
+
+TEST(ConfigCliTest, ARunNameTooLongForADirectoryIsRefusedByConfigAsByTrain) {
+  expect_both_refuse_leaving_no_run_dir("--set run.name=" + std::string(256, 'n'),
+                                        "run.name: 256 characters, expected at most 255");
+  auto [code, out] = pronghorn_cli("config --set run.name=" + std::string(255, 'n'));
+  EXPECT_EQ(code, 0) << out;
+}
+
 TEST(ConfigCliTest, AKeyOfFortyThousandDottedPartsIsExitTwoNotACrash) {
   const std::string path = test_dir("files") + "/deep.toml";
   std::string key = "a";

@@ -175,22 +175,52 @@ TEST(ControlTest, BadRequestsGetTheRightCodeAndTheServerKeepsServing) {
     EXPECT_FALSE(reader->Read(&s));
     EXPECT_EQ(reader->Finish().error_code(), StatusCode::INVALID_ARGUMENT) << interval;
   }
-  // Bytes that are no ScaleActorsRequest, and a request over the size limit.
+  // Bytes that parse as no request, to every method, and a request over the size limit.
   grpc::GenericStub generic(grpc::CreateChannel(job.address, grpc::InsecureChannelCredentials()));
-  auto raw_call = [&](const std::string& bytes) {
+  auto raw_call = [&](const std::string& method, const std::string& bytes) {
     grpc::Slice slice(bytes);
     grpc::ByteBuffer request(&slice, 1), response;
     auto c = context(job.token);
     std::promise<grpc::Status> done;
-    generic.UnaryCall(c.get(), "/pronghorn.v1.Learner/ScaleActors", {}, &request, &response,
+    generic.UnaryCall(c.get(), "/pronghorn.v1.Learner/" + method, {}, &request, &response,
                       [&](const grpc::Status& s) { done.set_value(s); });
-    return done.get_future().get().error_code();
+    return done.get_future().get();
   };
-  // gRPC's callback API answers a request that does not parse with
-  // UNIMPLEMENTED (its sync API said INTERNAL); either way the call fails.
-  EXPECT_EQ(raw_call(std::string("\x08\xff\xff\xff", 4)), StatusCode::UNIMPLEMENTED)
-      << "a truncated varint does not parse";
-  EXPECT_EQ(raw_call(std::string(100 * 1024, '\x08')), StatusCode::RESOURCE_EXHAUSTED);
+  // WatchStatus streams: its one request written, then the status it ends with.
+  auto raw_stream = [&](const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    auto c = context(job.token);
+    grpc::CompletionQueue queue;
+    auto call = generic.PrepareCall(c.get(), "/pronghorn.v1.Learner/WatchStatus", &queue);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    queue.Next(&tag, &ok);
+    call->WriteLast(request, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+    queue.Next(&tag, &ok);
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(3));
+    while (queue.Next(&tag, &ok) && tag != reinterpret_cast<void*>(3)) {
+    }
+    queue.Shutdown();
+    while (queue.Next(&tag, &ok)) {
+    }
+    return status;
+  };
+  const std::string truncated_varint("\x08\xff\xff\xff", 4);  // parses as no message
+  for (const char* method : {"GetStatus", "ScaleActors", "SaveCheckpoint", "Stop"}) {
+    const grpc::Status rpc = raw_call(method, truncated_varint);
+    EXPECT_EQ(rpc.error_code(), StatusCode::INVALID_ARGUMENT)
+        << method << ": " << rpc.error_code() << " " << rpc.error_message();
+    EXPECT_NE(rpc.error_message().find("do not parse"), std::string::npos)
+        << method << ": " << rpc.error_message();
+  }
+  const grpc::Status watch_rpc = raw_stream(truncated_varint);
+  EXPECT_EQ(watch_rpc.error_code(), StatusCode::INVALID_ARGUMENT)
+      << "WatchStatus: " << watch_rpc.error_code() << " " << watch_rpc.error_message();
+  EXPECT_EQ(raw_call("ScaleActors", std::string(100 * 1024, '\x08')).error_code(),
+            StatusCode::RESOURCE_EXHAUSTED);
 
   const v1::Status s = get_status(*stub);
   EXPECT_EQ(s.actors_desired(), 1u) << "no bad request changed anything";
@@ -211,9 +241,14 @@ TEST(ControlTest, SaveCheckpointAndGracefulStop) {
 
   auto [code, out] = shell(std::string(PRONGHORN_BIN) + " stop --run-dir " + job.dir);
   EXPECT_EQ(code, 0) << out;
-  const std::string prefix = "stopped; checkpoint ";
-  ASSERT_EQ(out.rfind(prefix, 0), 0u) << out;
-  const std::string final_path = out.substr(prefix.size(), out.find('\n') - prefix.size());
+  // "stopped (run NAME, DIR); checkpoint PATH": which job, and its last checkpoint.
+  const std::string named = "stopped (run " + job.name + ", ";
+  ASSERT_EQ(out.rfind(named, 0), 0u) << out;
+  const std::string prefix = "; checkpoint ";
+  const size_t at = out.find(prefix);
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string final_path =
+      out.substr(at + prefix.size(), out.find('\n') - at - prefix.size());
   EXPECT_TRUE(std::filesystem::exists(final_path)) << final_path;
   EXPECT_NE(final_path, saved.path());
   EXPECT_EQ(wait_exit(job.pid), 0);

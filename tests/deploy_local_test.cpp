@@ -1,11 +1,13 @@
 // deploy/local/run.sh against real processes: N learner ranks and M
-// actor-only nodes on this machine train to the target, and Ctrl-C stops
+// actor-only nodes on this machine train to the target, the node's unrolls
+// in the script's last line, and Ctrl-C stops
 // every process the script started and leaves no shared memory.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,13 @@ TEST(DeployLocalTest, TwoRanksAndOneActorOnlyNodeTrainCartPoleToTheTarget) {
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("status --run-dir " + local.job), std::string::npos) << out;
   EXPECT_NE(out.find("rank 0 exited 0; solved: mean return"), std::string::npos) << out;
+  // The last line shows the node contributing: unrolls it sent that the learner acked.
+  std::smatch tally;
+  const std::string last = lines_of(out).empty() ? "" : lines_of(out).back();
+  ASSERT_TRUE(std::regex_search(
+      last, tally, std::regex(R"(; node local-node0: unrolls committed \d+ = acked (\d+) \+)")))
+      << out;
+  EXPECT_GT(std::stoull(tally[1]), 0u) << last;
   const std::string node = slurp(local.runs + "/" + local.name + ".logs/node0.log");
   EXPECT_NE(node.find("the job "), std::string::npos) << "the node heard the job end:\n" << node;
   EXPECT_NE(node.find("unrolls committed"), std::string::npos) << node;

@@ -217,6 +217,38 @@ TEST(SharedMachineTest, TheCliSendsARunDirectorysTokenOnlyToTheAddressItRecords)
   server->Shutdown(std::chrono::system_clock::now() + 1s);
 }
 
+// Two jobs on one machine: whichever one a command reached, by --target,
+// --run-dir or the default port, every reply names it (run name and
+// directory), and the help says how to address one.
+TEST(SharedMachineTest, EveryControlReplyNamesTheJobItReached) {
+  Job first({}, "-first");
+  Job second({}, "-second");
+  ASSERT_FALSE(first.address.empty());
+  ASSERT_FALSE(second.address.empty());
+  ASSERT_TRUE(wait_for([&] { return get_status(*first.stub()).learner_steps() > 0; }));
+  ASSERT_TRUE(wait_for([&] { return get_status(*second.stub()).learner_steps() > 0; }));
+  // Names it, and not the other job.
+  auto expect_names = [&](const Job& job, const Job& other, const std::string& command) {
+    auto [code, out] = shell(kBin + " " + command);
+    EXPECT_EQ(code, 0) << command << "\n" << out;
+    EXPECT_NE(out.find(job.name), std::string::npos) << command << "\n" << out;
+    EXPECT_NE(out.find(fs::absolute(job.dir).string()), std::string::npos) << command << "\n"
+                                                                           << out;
+    EXPECT_EQ(out.find(other.name), std::string::npos) << command << "\n" << out;
+  };
+  expect_names(first, second, "status --target " + first.address);
+  expect_names(second, first, "status --json --run-dir " + second.dir);
+  expect_names(first, second, "scale --actors 2 --target " + first.address);
+  expect_names(second, first, "checkpoint --run-dir " + second.dir);
+  expect_names(first, second, "stop --now --target " + first.address);
+  expect_names(second, first, "stop --run-dir " + second.dir);
+  for (const char* command : {"status", "scale", "checkpoint", "stop"}) {
+    auto [code, out] = shell(kBin + " " + command + " --help");
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("several jobs on one machine"), std::string::npos) << command << "\n" << out;
+  }
+}
+
 TEST(SharedMachineTest, TwoJobsNeverShareARunDirectory) {
   Job job;
   auto stub = job.stub();

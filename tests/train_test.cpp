@@ -2,6 +2,7 @@
 // no unroll, survives a killed actor or zygote, leaves nothing behind even
 // killed; an LSTM core learns the env a memoryless policy cannot.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -278,6 +279,52 @@ TEST(TrainTest, TheSolvedLineAgreesWithTheLastMetricsLineAndTheCheckpoint) {
   char name[64];
   std::snprintf(name, sizeof name, "/checkpoints/env-steps-%020llu.ckpt", steps);
   EXPECT_TRUE(std::filesystem::exists(run.dir + name)) << "the final checkpoint is at " << steps;
+}
+
+// learner.threads = 0 is what its help says: the cores the node's actors
+// leave (cores − actors × actor.threads), at least one; a number is taken as
+// it is. Two cores here, by taskset.
+TEST(TrainTest, LearnerThreadsZeroTakesTheCoresTheActorsLeave) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || !CPU_ISSET(0, &allowed) ||
+      !CPU_ISSET(1, &allowed)) {
+    GTEST_SKIP() << "needs CPUs 0 and 1";
+  }
+  struct Case {
+    const char* actors;
+    const char* threads;
+    const char* line;
+  };
+  for (const Case& c :
+       {Case{"0", "0", "learner: 2 compute threads"}, Case{"1", "0", "learner: 1 compute thread "},
+        Case{"3", "0", "learner: 1 compute thread "},
+        Case{"1", "3", "learner: 3 compute threads"}}) {
+    const TrainRun run;
+    std::filesystem::remove_all(run.dir);
+    // Its stderr in a file: the debug line is there at once (train.log's
+    // writes are buffered).
+    const std::string err = run.dir + ".err";
+    const std::string command =
+        "exec taskset -c 0,1 " + std::string(PRONGHORN_BIN) +
+        " --log-level debug train --run-dir " + run.dir +
+        " --set server.address=127.0.0.1:0 --set server.metrics_port=-1"
+        " --set run.target_return=0 --set actor.oversubscribe=true --set actor.count=" +
+        c.actors + " --set learner.threads=" + c.threads + " 2>" + err;
+    StopOnExit job{spawn("/bin/sh", {"-c", command})};
+    ASSERT_GT(job.pid, 0);
+    const bool logged =
+        wait_for([&] { return slurp(err).find("compute thread") != std::string::npos; }, 30s);
+    const std::string log = slurp(err);
+    EXPECT_TRUE(logged) << log;
+    EXPECT_NE(log.find(c.line), std::string::npos)
+        << "actor.count=" << c.actors << " learner.threads=" << c.threads << ":\n"
+        << log;
+    kill(job.pid, SIGTERM);
+    EXPECT_EQ(wait_exit(job.pid), 0);
+    job.pid = -1;
+    std::filesystem::remove(err);
+    std::filesystem::remove_all(run.dir);
+  }
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <set>
 
 #include "buffer/unroll_spec.h"
+#include "core/config_schema.h"
 #include "core/error.h"
 #include "distributed/gloo_collective.h"
 #include "distributed/nccl_api.h"
@@ -23,21 +23,6 @@ namespace {
 using Ms = std::chrono::milliseconds;
 
 Ms milliseconds(double seconds) { return Ms(static_cast<int64_t>(seconds * 1000)); }
-
-// Keys that may differ per rank or change while the job runs (issue 16):
-// whole sections end in '.'.
-bool may_differ(const std::string& key) {
-  static const std::set<std::string> keys = {"distributed.rank",
-                                             "distributed.world_size",
-                                             "distributed.rendezvous",
-                                             "distributed.interface",
-                                             "distributed.backend",
-                                             "actor.count",
-                                             "learner.threads",
-                                             "run.dir",
-                                             "run.seed"};
-  return keys.contains(key) || key.starts_with("server.") || key.starts_with("remote.");
-}
 
 // "auto" resolves on each rank to what its learner device needs. NCCL sums
 // CUDA memory only: refused here, before any rank waits for the others, when
@@ -120,7 +105,7 @@ distributed::Facts job_facts(const Config& config, const EnvSpec& env, int world
   for (const auto& [section, keys] : table) {
     for (const auto& [key, value] : *keys.as_table()) {
       const std::string name = fmt::format("{}.{}", section.str(), key.str());
-      if (may_differ(name)) continue;
+      if (config_schema::may_differ_per_rank(name)) continue;  // the table's Ranks column
       std::ostringstream text;
       text << toml::toml_formatter(value);  // as written: "[64, 64]", "\"cartpole\""
       facts.emplace_back(name, text.str());

@@ -1,11 +1,13 @@
 // `pronghorn config`: validate a config (file plus --set overrides) and print
 // it resolved, with every key, its value and a line of help. Exit 2 with one
 // line naming the key when it is not valid, or when `train` would refuse it
-// (actor/job_check.h: an env that does not exist, a model that does not fit).
+// (actor/job_check.h: an env that does not exist, a model that does not fit;
+// fleet/actor_capacity.h: more actors than this machine holds).
 #include <iostream>
 #include <memory>
 
 #include "actor/job_check.h"
+#include "fleet/actor_capacity.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -26,6 +28,7 @@ Command add_config_command(CLI::App& app) {
   return {command, [args] {
             const Config config = args->load();
             actor::check_job_config(config);  // what `train` refuses, refused here too
+            fleet::check_actor_count(config.actor);
             std::cout << to_toml(config);
           }};
 }

@@ -60,7 +60,11 @@ void run_eval(const EvalArgs& args) {
   }
   if (args.greedy && args.sample)
     throw UsageError("eval: --greedy and --sample exclude each other");
-  const std::string file = checkpoint_of(args.path.empty() ? args.checkpoint : args.path);
+  const std::string& named = args.path.empty() ? args.checkpoint : args.path;
+  if (std::error_code ec; !fs::exists(named, ec)) {  // a path the user named: usage
+    throw UsageError(fmt::format("eval: {}: no such run directory or checkpoint file", named));
+  }
+  const std::string file = checkpoint_of(named);
   learner::Checkpoint ckpt = learner::load_checkpoint(file);
   const fs::path run_dir = fs::path(file).parent_path().parent_path();
   const std::string config_path = (run_dir / "config.toml").string();

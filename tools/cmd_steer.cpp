@@ -1,5 +1,7 @@
 // `pronghorn scale --actors N`, `pronghorn checkpoint`, `pronghorn stop`:
-// steer a running job over gRPC, with the job's token.
+// steer a running job over gRPC, with the job's token. Each reply names the
+// job that carried it out (run name and directory): with several jobs on one
+// machine, the one on the default port answers a command without --run-dir.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -104,15 +106,18 @@ Command add_scale_command(CLI::App& app) {
       ->excludes(rank);
   return {command, [args] {
             if (!args->node.empty() && is_remote_node(args->control, args->node)) {
-              const v1::ScaleActorsReply r =
-                  ControlClient(args->control).scale(args->actors, false, args->node);
-              std::cout << fmt::format("actors on {}: {}\n", args->node, r.desired());
+              ControlClient client(args->control);
+              const std::string job = client.job_named();
+              const v1::ScaleActorsReply r = client.scale(args->actors, false, args->node);
+              std::cout << fmt::format("actors on {}: {}{}\n", args->node, r.desired(), job);
               return;
             }
             const bool other = args->rank >= 0 || !args->node.empty();
             const ControlArgs target = other ? rank_control(*args) : args->control;
-            v1::ScaleActorsReply r = ControlClient(target).scale(args->actors, args->oversubscribe);
-            std::cout << fmt::format("actors: {} → {}\n", r.previous(), r.desired());
+            ControlClient client(target);
+            const std::string job = client.job_named();
+            v1::ScaleActorsReply r = client.scale(args->actors, args->oversubscribe);
+            std::cout << fmt::format("actors: {} → {}{}\n", r.previous(), r.desired(), job);
           }};
 }
 
@@ -120,8 +125,11 @@ Command add_checkpoint_command(CLI::App& app) {
   auto args = std::make_shared<ControlArgs>();
   CLI::App* command = app.add_subcommand("checkpoint", "Make a running job write a checkpoint now");
   add_control_options(command, *args);
-  return {command,
-          [args] { std::cout << "checkpoint " << ControlClient(*args).save_checkpoint() << "\n"; }};
+  return {command, [args] {
+            ControlClient client(*args);
+            const std::string job = client.job_named();
+            std::cout << "checkpoint " << client.save_checkpoint() << job << "\n";
+          }};
 }
 
 Command add_stop_command(CLI::App& app) {
@@ -135,9 +143,10 @@ Command add_stop_command(CLI::App& app) {
   add_control_options(command, args->control);
   command->add_flag("--now", args->now, "stop without writing a checkpoint first");
   return {command, [args] {
-            const std::string path = ControlClient(args->control).stop(!args->now);
-            std::cout << (path.empty() ? std::string("stopped\n")
-                                       : "stopped; checkpoint " + path + "\n");
+            ControlClient client(args->control);
+            const std::string job = client.job_named();  // asked first: a stopped job is gone
+            const std::string path = client.stop(!args->now);
+            std::cout << "stopped" << job << (path.empty() ? "" : "; checkpoint " + path) << "\n";
           }};
 }
 

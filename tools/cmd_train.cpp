@@ -21,6 +21,7 @@
 #include "core/logging.h"
 #include "core/run_dir.h"
 #include "core/token.h"
+#include "fleet/actor_capacity.h"
 #include "fleet/actor_command.h"
 #include "learner/checkpoint.h"
 #include "learner/learner.h"
@@ -162,6 +163,7 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
   // What `pronghorn config` refuses, refused before a run directory exists;
   // the env probed once here serves the learner.
   const EnvSpec env = actor::check_job_config(config);
+  fleet::check_actor_count(config.actor);
   // "auto": the env's own target (a plugin's if it declares one, else none),
   // recorded in config.toml.
   config.run.target_return = config.run.target_return.value_or(env.target_return);
@@ -238,9 +240,12 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
     started = true;
     r = learner.run();
   } catch (const distributed::PeerLost&) {
-    if (!started && run) run->remove_if_new();  // nothing of a job that never ran is kept
-    // The rank was lost because it failed on its own: end with its reason and code.
-    if (const auto& failed = member.rendezvous->peer_failure()) {
+    // Nothing of a job that never ran is kept but how it ended (exit_status,
+    // written by the caller): a scheduler's retry loop reads the 75 there.
+    if (!started && run) run->empty_if_new();
+    // The rank was lost because it failed on its own: end with its reason and
+    // code. No rendezvous yet when a rank never came (join_cluster threw).
+    if (const auto failed = member.rendezvous ? member.rendezvous->peer_failure() : std::nullopt) {
       const std::string line = fmt::format("rank {} failed: {}", failed->rank, failed->line);
       if (failed->exit_code == kExitUsage) throw UsageError(line);
       throw Error(line);

@@ -110,8 +110,13 @@ void add_control_options(CLI::App* command, ControlArgs& args) {
   command->add_option(
       "--target", args.target,
       fmt::format("the learner's HOST:PORT (default: --run-dir's, else {})", kDefaultTarget));
-  command->add_option("--run-dir", args.run_dir,
-                      "the job's run directory: its address and token are read there");
+  command->add_option(
+      "--run-dir", args.run_dir,
+      fmt::format("the job's run directory: its address and token are read there. With several "
+                  "jobs on one machine, name the one you mean with --run-dir (or --target): "
+                  "without either, the job on {} answers, whichever it is (every reply names "
+                  "the run it came from)",
+                  kDefaultTarget));
   command->add_option("--token", args.token, "bearer token for mutating calls");
   command->add_option("--token-file", args.token_file,
                       "file holding the token (default: the job's run directory's token)");
@@ -174,5 +179,12 @@ std::string ControlClient::stop(bool graceful) {
 }
 
 std::string ControlClient::token() { return impl_->find_token(); }
+
+std::string ControlClient::job_named() {
+  v1::Status reply;
+  auto c = impl_->context(true);  // with the token: off loopback, status calls need it
+  impl_->check(impl_->stub->GetStatus(c.get(), v1::GetStatusRequest(), &reply), "status");
+  return fmt::format(" (run {}, {})", reply.run_name(), reply.run_dir());
+}
 
 }  // namespace pronghorn::cli

@@ -39,6 +39,10 @@ class ControlClient {
   v1::ScaleActorsReply scale(int count, bool oversubscribe = false, const std::string& node = "");
   std::string save_checkpoint();    // its path
   std::string stop(bool graceful);  // the checkpoint written, or ""
+  // " (run NAME, DIR)": the job this client reaches, from its status. With
+  // several jobs on one machine a bare command reaches whichever holds
+  // kDefaultTarget: every steering command prints this with its reply.
+  std::string job_named();
   // The token this client sends (--token, --token-file, or the run
   // directory's), to reach another rank of the same job.
   std::string token();

@@ -4,7 +4,8 @@
 # (docs/several-learners.md, docs/actor-nodes.md; docs/architecture.md §2).
 # It starts them, says where to watch, waits for the job to end, and on
 # Ctrl-C (or SIGTERM, or SIGHUP: the terminal closed) stops every process it
-# started. Exit status: rank 0's.
+# started. Its last line says how rank 0 ended and what each node contributed
+# (its unrolls). Exit status: rank 0's.
 #
 #   deploy/local/run.sh                       # 2 ranks, 1 node, CartPole
 #   N=3 M=2 CONFIG=configs/pong.toml deploy/local/run.sh --set run.total_steps=2000000
@@ -70,8 +71,13 @@ wait_file() {
 
 rank_dir() { if (($1 == 0)); then echo "$job"; else echo "$job/ranks/$1"; fi; }
 
+# With nodes, the ranks start without actors of their own and get them once
+# every node's unrolls reach its rank: CartPole is solved in seconds, and the
+# job must not end before the nodes it is there to show have contributed.
+start_actors=$ACTORS_PER_RANK
+((M > 0)) && start_actors=0
 train_args=(train --set "run.name=$RUN_NAME" --set "run.dir=$RUN_DIR"
-            --set "distributed.world_size=$N" --set "actor.count=$ACTORS_PER_RANK")
+            --set "distributed.world_size=$N" --set "actor.count=$start_actors")
 ((M > 0)) && train_args+=(--set "remote.address=127.0.0.1:0")
 [[ -n "$CONFIG" ]] && train_args+=(--config "$CONFIG")
 
@@ -99,6 +105,38 @@ for ((m = 0; m < M; m++)); do
   pids+=($!)
 done
 
+# Waits until rank $1's learner has taken unrolls from an actor-only node.
+wait_node_unrolls() {
+  local rank=$1 address
+  address=$(cat "$(rank_dir "$rank")/server.address")
+  for _ in $(seq 1 $((START_TIMEOUT_S * 10))); do
+    "$PRONGHORN" --log-level error status --target "$address" --token-file "$job/token" --json \
+      2>/dev/null | grep -q '"unrolls": [1-9]' && return 0
+    kill -0 "${pids[$rank]}" 2>/dev/null || { stop_all; die "rank $rank exited; see $logs"; }
+    sleep 0.1
+  done
+  stop_all
+  die "rank $rank took no unroll from its actor-only nodes within ${START_TIMEOUT_S} s; see $logs"
+}
+
+if ((M > 0)); then
+  for ((r = 0; r < N && r < M; r++)); do
+    wait_file "$(rank_dir "$r")/server.address" "${pids[$r]}" "rank $r"
+    wait_node_unrolls "$r"
+  done
+  wanted=$ACTORS_PER_RANK
+  [[ "$wanted" == auto ]] && wanted=$(($(nproc) > 1 ? $(nproc) - 1 : 1))  # as actor.count = "auto"
+  if ((wanted > 0)); then
+    for ((r = 0; r < N; r++)); do
+      kill -0 "${pids[0]}" 2>/dev/null || break  # the nodes' unrolls alone ended the job
+      wait_file "$(rank_dir "$r")/server.address" "${pids[$r]}" "rank $r"
+      "$PRONGHORN" --log-level error scale --target "$(cat "$(rank_dir "$r")/server.address")" \
+        --token-file "$job/token" --actors "$wanted" >/dev/null 2>&1 ||
+        echo "deploy/local: rank $r did not take scale --actors $wanted (the job ended?)" >&2
+    done
+  fi
+fi
+
 # Paths quoted (%q) so the hints can be pasted as they are, spaces and all.
 q_pronghorn=$(printf %q "$PRONGHORN") q_job=$(printf %q "$job")
 cat <<EOM
@@ -119,5 +157,10 @@ stop_all  # whatever is still there after 20 s
 # How rank 0 ended, in its own words (its exit_status: "CODE REASON").
 ended="(rank 0 wrote no exit_status: killed by a signal?)"
 [[ -s "$job/exit_status" ]] && ended=$(cut -d' ' -f2- "$job/exit_status")
+# What each actor-only node contributed, in its own last words.
+for ((m = 0; m < M; m++)); do
+  tally=$(grep -o 'node [^ ]*: unrolls committed .*' "$logs/node$m.log" | tail -n 1) || true
+  ended+="; ${tally:-node $m left no tally (see $logs/node$m.log)}"
+done
 echo "deploy/local: rank 0 exited $status; $ended"
 exit "$status"

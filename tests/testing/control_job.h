@@ -23,7 +23,10 @@ struct Job {
   pid_t pid = -1;
   std::string address, token;
 
-  explicit Job(std::vector<std::string> extra = {}) {
+  // `suffix` tells apart two jobs of one test (name and directory).
+  explicit Job(std::vector<std::string> extra = {}, const std::string& suffix = "") {
+    name += suffix;
+    dir += suffix;
     std::filesystem::remove_all(dir);
     std::vector<std::string> args = job_args(dir, name);
     args.insert(args.end(), extra.begin(), extra.end());
