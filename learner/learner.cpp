@@ -9,6 +9,7 @@
 #include "core/logging.h"
 #include "learner/actor_capacity.h"
 #include "learner/checkpoint.h"
+#include "learner/checkpoint_model.h"
 #include "learner/error_line.h"
 #include "learner/learner_loop.h"
 #include "learner/resume.h"
@@ -93,21 +94,20 @@ void Learner::Loop::start_actors() {
 
 void Learner::Loop::resume() {
   const ResumePoint r = resume_from_checkpoints(checkpoints_, trainer_, c_);
-  stats_.env_steps = r.env_steps;
-  stats_.learner_steps = r.learner_steps;
-  stats_.episodes = r.episodes;
-  slab_->set_version(r.policy_version);
+  const RunCounters& n = r.counters;
+  stats_.env_steps = n.env_steps;
+  stats_.learner_steps = n.learner_steps;
+  stats_.episodes = n.episodes;
+  slab_->set_version(n.policy_version);
   spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", r.path,
-               r.env_steps, r.learner_steps, r.policy_version);
+               n.env_steps, n.learner_steps, n.policy_version);
 }
 
 Checkpoint Learner::Loop::snapshot() {
   Checkpoint ck;
-  ck.env_steps = stats_.env_steps;
-  ck.learner_steps = stats_.learner_steps;
-  ck.episodes = stats_.episodes;
-  ck.policy_version = version_;
+  ck.counters = {stats_.env_steps, stats_.learner_steps, stats_.episodes, version_};
   ck.parameters = flat_;
+  ck.parameter_layout = parameter_layout(*trainer_.model());
   ck.optimizer = trainer_.optimizer_state();
   at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
   ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());

@@ -24,8 +24,7 @@ void Learner::Loop::share_initial_state() {
         step_samples));
   }
   parallel_.emplace(*o_.collective, trainer_, c_.loss.reduction == LossConfig::Reduction::kMean);
-  SharedCounters counters{stats_.env_steps, stats_.learner_steps, stats_.episodes,
-                          slab_->version()};
+  RunCounters counters{stats_.env_steps, stats_.learner_steps, stats_.episodes, slab_->version()};
   parallel_->share_initial_state(counters);
   stats_.env_steps = counters.env_steps;
   stats_.learner_steps = counters.learner_steps;
