@@ -280,7 +280,8 @@ TEST(ResumeTest, ACheckpointOfAnotherOptimizerOrModelIsRefused) {
 TEST(ResumeTest, AParameterWhoseNameOrShapeIsNotTheModelsIsRefusedNamingIt) {
   const std::string dir = fresh_folder("names");
   Learner source;
-  const Checkpoint good = snapshot(source, 0);
+  source.trainer.learn(random_batch(1), 0.0);
+  const Checkpoint good = snapshot(source, 1);
   const std::vector<NamedShape> model = parameter_layout(*source.trainer.model());
   ASSERT_GE(model.size(), 2u);
   ASSERT_EQ(model[0].shape.size(), 2u);
