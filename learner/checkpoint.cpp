@@ -16,47 +16,19 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/fnv.h"
+#include "learner/checkpoint_format.h"
 
 namespace pronghorn::learner {
 namespace {
 
 namespace fs = std::filesystem;
 
-// File: magic, payload size (u64), payload, FNV-1a of the payload (u64).
-// Payload: env_steps, learner_steps, episodes, policy_version (u64 each),
-// then parameters, optimizer, rng (each a u64 size and its bytes).
-constexpr char kMagic[8] = {'P', 'H', 'C', 'K', 'P', 'T', '0', '1'};
-constexpr uint64_t kHeaderBytes = 16, kTrailerBytes = 8;
+constexpr uint64_t kHeaderBytes = kFileHeaderBytes, kTrailerBytes = kFileTrailerBytes;
 constexpr std::string_view kPrefix = "env-steps-", kEarlierPrefix = "step-", kSuffix = ".ckpt";
 constexpr int kNameDigits = 20;  // any uint64, so every name sorts by its number
 // A learner publishes one version per step and one when it starts: a
 // checkpoint's version is its learner steps plus the number of starts.
 constexpr uint64_t kMaxStarts = uint64_t{1} << 32;
-
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-void put_bytes(std::string& out, std::string_view bytes) {
-  put_u64(out, bytes.size());
-  out += bytes;
-}
-
-// Reads from a payload, failing (false) past its end instead of reading on.
-struct Reader {
-  std::string_view in;
-  size_t at = 0;
-  bool u64(uint64_t& v) {
-    if (in.size() - at < 8) return false;
-    std::memcpy(&v, in.data() + at, 8);
-    at += 8;
-    return true;
-  }
-  bool bytes(std::string_view& out) {
-    uint64_t n = 0;
-    if (!u64(n) || n > in.size() - at) return false;
-    out = in.substr(at, n);
-    at += n;
-    return true;
-  }
-};
 
 // Where a name puts a file among checkpoints: the current naming after the
 // earlier one, then by the number. Nothing for a name that is not a checkpoint's.
@@ -146,11 +118,34 @@ bool read_exactly(int fd, char* out, uint64_t n, std::string* why) {
   return true;
 }
 
-// The file's bytes when it is a regular file whose sizes agree; never blocks
+struct Payload {
+  int format = 0;  // 1 or 2, from the magic
+  std::string bytes;
+};
+
+// The format a file's first 8 bytes name, or 0 with `why`.
+int format_of(const char* magic, std::string* why) {
+  const size_t prefix = std::strlen(kMagicPrefix);
+  if (std::memcmp(magic, kMagicPrefix, prefix) != 0 || magic[6] < '0' || magic[6] > '9' ||
+      magic[7] < '0' || magic[7] > '9') {
+    *why = "not a checkpoint (no PHCKPT02 or PHCKPT01 header)";
+    return 0;
+  }
+  const int format = (magic[6] - '0') * 10 + (magic[7] - '0');
+  if (format < 1 || format > kFormatWritten) {
+    *why = fmt::format(
+        "a checkpoint of format {:02}, this pronghorn reads formats 01 to {:02} (a newer "
+        "pronghorn's?)",
+        format, kFormatWritten);
+    return 0;
+  }
+  return format;
+}
+
+// The payload of a regular file whose sizes and checksum agree; never blocks
 // (O_NONBLOCK: opening a FIFO without a writer returns at once) and never
 // reads more than the file's size, the header's, or `max_bytes`.
-std::optional<std::string> read_payload(const std::string& path, uint64_t max_bytes,
-                                        std::string* why) {
+std::optional<Payload> read_payload(const std::string& path, uint64_t max_bytes, std::string* why) {
   Fd file{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
   if (file.fd < 0) {
     *why = std::string("cannot open it: ") + std::strerror(errno);
@@ -173,10 +168,8 @@ std::optional<std::string> read_payload(const std::string& path, uint64_t max_by
   }
   char header[kHeaderBytes];
   if (!read_exactly(file.fd, header, kHeaderBytes, why)) return std::nullopt;
-  if (std::memcmp(header, kMagic, 8) != 0) {
-    *why = "not a checkpoint (no PHCKPT01 header)";
-    return std::nullopt;
-  }
+  const int format = format_of(header, why);
+  if (format == 0) return std::nullopt;
   uint64_t payload_bytes = 0;
   std::memcpy(&payload_bytes, header + 8, 8);
   if (payload_bytes != size - kHeaderBytes - kTrailerBytes) {
@@ -198,12 +191,26 @@ std::optional<std::string> read_payload(const std::string& path, uint64_t max_by
     *why = "checksum mismatch";
     return std::nullopt;
   }
-  return rest;
+  return Payload{format, std::move(rest)};
+}
+
+// " (in \"name\")", the parameter tensor that holds flat parameter `index`;
+// "" when the checkpoint names none (format 1).
+std::string tensor_of(const Checkpoint& c, size_t index) {
+  size_t end = 0;
+  for (const NamedShape& p : c.parameter_layout) {
+    size_t count = 1;
+    for (int64_t dim : p.shape) count *= static_cast<size_t>(dim);
+    end += count;
+    if (index < end) return fmt::format(" (in \"{}\")", p.name);
+  }
+  return "";
 }
 
 // What is wrong with fields that passed the checksum, or "" (a file can be
 // written whole by something else, or by a learner that had already gone wrong).
-std::string check_fields(const Checkpoint& c) {
+std::string check_fields(const Checkpoint& ck) {
+  const RunCounters& c = ck.counters;
   if (c.env_steps > kMaxCounter) {
     return fmt::format("env_steps = {}: more than any run takes (at most 2^63)", c.env_steps);
   }
@@ -222,11 +229,11 @@ std::string check_fields(const Checkpoint& c) {
         "learner step and one per start",
         c.policy_version, c.learner_steps);
   }
-  if (c.parameters.empty()) return "no parameters";
-  for (size_t i = 0; i < c.parameters.size(); ++i) {
-    if (!std::isfinite(c.parameters[i])) {
-      return fmt::format("parameter {} of {} is {}: the model it holds had diverged", i,
-                         c.parameters.size(), c.parameters[i]);
+  if (ck.parameters.empty()) return "no parameters";
+  for (size_t i = 0; i < ck.parameters.size(); ++i) {
+    if (!std::isfinite(ck.parameters[i])) {
+      return fmt::format("parameter {} of {} is {}{}: the model it holds had diverged", i,
+                         ck.parameters.size(), ck.parameters[i], tensor_of(ck, i));
     }
   }
   return "";
@@ -239,31 +246,18 @@ std::string checkpoint_file_name(uint64_t env_steps) {
 }
 
 void write_checkpoint_file(const std::string& path, const Checkpoint& c) {
-  std::string payload;
-  put_u64(payload, c.env_steps);
-  put_u64(payload, c.learner_steps);
-  put_u64(payload, c.episodes);
-  put_u64(payload, c.policy_version);
-  put_bytes(payload, std::string_view(reinterpret_cast<const char*>(c.parameters.data()),
-                                      c.parameters.size() * sizeof(float)));
-  put_bytes(payload, c.optimizer);
-  put_bytes(payload, c.rng);
-  std::string file(kMagic, 8);
-  put_u64(file, payload.size());
-  file += payload;
-  put_u64(file, fnv1a(payload));
-  write_file_atomically(path, file, 0600);
+  write_file_atomically(path, encode_checkpoint(c), 0600);
 }
 
 std::string save_checkpoint(const std::string& folder, const Checkpoint& c, int keep) {
   std::error_code ec;
   fs::create_directories(folder, ec);
   PRONGHORN_CHECK(!ec, "checkpoint folder ", folder, ": ", ec.message());
-  std::string path = folder + "/" + checkpoint_file_name(c.env_steps);
+  std::string path = folder + "/" + checkpoint_file_name(c.counters.env_steps);
   write_checkpoint_file(path, c);
   // Only regular files are ours to remove: a directory or a FIFO someone put
   // here is left alone, and counts for nothing.
-  const NameKey written{true, c.env_steps};
+  const NameKey written{true, c.counters.env_steps};
   size_t kept = 1;
   for (const Candidate& old : candidates_newest_first(folder)) {
     if (!(old.key < written) || !fs::is_regular_file(fs::symlink_status(old.path, ec))) continue;
@@ -280,37 +274,18 @@ std::vector<std::string> checkpoint_candidates(const std::string& folder) {
 
 std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* why,
                                           uint64_t max_bytes) {
-  const std::optional<std::string> payload = read_payload(path, max_bytes, why);
+  const std::optional<Payload> payload = read_payload(path, max_bytes, why);
   if (!payload) return std::nullopt;
-  Checkpoint c;
-  Reader r{*payload};
-  std::string_view params;
-  if (!r.u64(c.env_steps) || !r.u64(c.learner_steps) || !r.u64(c.episodes) ||
-      !r.u64(c.policy_version) || !r.bytes(params)) {
-    *why = "malformed payload: its counters or parameters run past its end";
-    return std::nullopt;
-  }
-  std::string_view optimizer, rng;
-  if (!r.bytes(optimizer) || !r.bytes(rng) || r.at != payload->size()) {
-    *why = "malformed payload: its optimizer or RNG state does not fit it";
-    return std::nullopt;
-  }
-  if (params.size() % sizeof(float) != 0) {
-    *why = fmt::format("malformed payload: {} bytes of parameters, not a whole number of floats",
-                       params.size());
-    return std::nullopt;
-  }
-  c.parameters.resize(params.size() / sizeof(float));
-  std::memcpy(c.parameters.data(), params.data(), params.size());
-  c.optimizer.assign(optimizer);
-  c.rng.assign(rng);
-  *why = check_fields(c);
+  std::optional<Checkpoint> c = decode_payload(payload->format, payload->bytes, why);
+  if (!c) return std::nullopt;
+  *why = check_fields(*c);
   // Names order the candidates, so a file must hold what its name says.
   const std::optional<NameKey> key = name_key(fs::path(path).filename().string());
-  if (why->empty() && key && key->number != (key->current ? c.env_steps : c.learner_steps)) {
+  const RunCounters& n = c->counters;
+  if (why->empty() && key && key->number != (key->current ? n.env_steps : n.learner_steps)) {
     *why =
         fmt::format("its name says {} {} steps, it holds {}", key->number,
-                    key->current ? "env" : "learner", key->current ? c.env_steps : c.learner_steps);
+                    key->current ? "env" : "learner", key->current ? n.env_steps : n.learner_steps);
   }
   if (!why->empty()) return std::nullopt;
   return c;

@@ -1,9 +1,10 @@
-// Checkpoints of a run (docs/architecture.md §6): model parameters, optimizer state,
-// counters, policy version and the learner's RNG state, in one file
-// `checkpoints/env-steps-<env_steps, 20 digits>.ckpt` with a checksum, so
-// names sort as their progress does (`ls | tail -1` is the newest). Written
-// atomically (temporary file, fsync, rename, fsync of the folder); the
-// newest `keep` are kept. Files of the earlier naming,
+// Checkpoints of a run (docs/architecture.md §6): model parameters by name,
+// optimizer state, the run's counters and the learner's RNG state, in one
+// file `checkpoints/env-steps-<env_steps, 20 digits>.ckpt` of named sections
+// with a checksum (learner/checkpoint_format.h: the bytes, and which formats
+// are read), so names sort as their progress does (`ls | tail -1` is the
+// newest). Written atomically (temporary file, fsync, rename, fsync of the
+// folder); the newest `keep` are kept. Files of the earlier naming,
 // `step-<learner_steps>.ckpt`, still load and count as older than any file
 // of the current one.
 //
@@ -11,8 +12,8 @@
 // FIFO, a device or a directory, and without blocking), every read is bounded
 // by the file's size and the header's, and a file whose checksum holds must
 // still carry sane, consistent counters and finite parameters. What the
-// checkpoint must match in the run (parameter count, optimizer, RNG) is
-// learner/resume.h's.
+// checkpoint must match in the run (parameter names and shapes, optimizer,
+// RNG) is learner/resume.h's and learner/checkpoint_model.h's.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +21,27 @@
 #include <string>
 #include <vector>
 
+#include "learner/run_counters.h"
+
 namespace pronghorn::learner {
 
+// One parameter tensor as a checkpoint names it: its name in the model
+// (LibTorch's, "torso.0.weight") and its shape. Its floats are the next
+// product(shape) of Checkpoint::parameters.
+struct NamedShape {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool operator==(const NamedShape&) const = default;
+};
+
 struct Checkpoint {
-  uint64_t env_steps = 0;
-  uint64_t learner_steps = 0;
-  uint64_t episodes = 0;
-  uint64_t policy_version = 0;
-  std::vector<float> parameters;  // the model's flat parameter vector
-  std::string optimizer;          // LibTorch-serialised optimizer state
-  std::string rng;                // the learner's RNG state bytes
+  RunCounters counters;
+  std::vector<float> parameters;  // the model's flat parameter vector, in registration order
+  // Each parameter tensor's name and shape, in the same order, covering
+  // `parameters` exactly; empty when read from a format-1 file (no names).
+  std::vector<NamedShape> parameter_layout;
+  std::string optimizer;  // LibTorch-serialised optimizer state
+  std::string rng;        // the learner's RNG state bytes
 };
 
 // Bytes read from one checkpoint file unless the caller knows better (a
@@ -47,7 +59,8 @@ std::string checkpoint_file_name(uint64_t env_steps);
 // never take for one of the last N.
 inline constexpr const char* kBestCheckpointName = "best.ckpt";
 
-// Writes `checkpoint` to `path` atomically (its folder must exist).
+// Writes `checkpoint` to `path` atomically (its folder must exist), in the
+// current format; its parameter_layout must cover its parameters.
 void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint);
 
 // Writes `checkpoint` into `folder` (created if missing); returns its path.

@@ -23,11 +23,9 @@ std::string fresh_folder(const char* what) {
 
 Checkpoint sample(uint64_t step) {
   Checkpoint c;
-  c.env_steps = step * 1000;
-  c.learner_steps = step;
-  c.episodes = step * 3;
-  c.policy_version = step + 1;
+  c.counters = {step * 1000, step, step * 3, step + 1};
   c.parameters = {1.5f, -2.0f, static_cast<float>(step)};
+  c.parameter_layout = {{"w", {3}}};
   c.optimizer = std::string("opt\0state", 9);
   c.rng = "rng";
   return c;
@@ -54,11 +52,12 @@ TEST(CheckpointTest, RoundTripsEveryField) {
   auto c = load_newest_checkpoint(dir, &loaded_path);
   ASSERT_TRUE(c);
   EXPECT_EQ(loaded_path, path);
-  EXPECT_EQ(c->env_steps, 7000u);
-  EXPECT_EQ(c->learner_steps, 7u);
-  EXPECT_EQ(c->episodes, 21u);
-  EXPECT_EQ(c->policy_version, 8u);
+  EXPECT_EQ(c->counters.env_steps, 7000u);
+  EXPECT_EQ(c->counters.learner_steps, 7u);
+  EXPECT_EQ(c->counters.episodes, 21u);
+  EXPECT_EQ(c->counters.policy_version, 8u);
   EXPECT_EQ(c->parameters, sample(7).parameters);
+  EXPECT_EQ(c->parameter_layout, sample(7).parameter_layout);
   EXPECT_EQ(c->optimizer, sample(7).optimizer);
   EXPECT_EQ(c->rng, "rng");
   EXPECT_FALSE(fs::exists(path + ".tmp"));
@@ -115,7 +114,7 @@ TEST(CheckpointTest, KeepingNeverRemovesTheFileJustWrittenNorWhatItDidNotWrite) 
   std::string path;
   auto c = load_newest_checkpoint(dir, &path);
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->env_steps, 5000u) << "the one just written survives keep = 1";
+  EXPECT_EQ(c->counters.env_steps, 5000u) << "the one just written survives keep = 1";
 }
 
 TEST(CheckpointTest, CorruptAndTruncatedFilesAreSkippedForTheNewestValidOne) {
@@ -131,7 +130,7 @@ TEST(CheckpointTest, CorruptAndTruncatedFilesAreSkippedForTheNewestValidOne) {
   fs::resize_file(second, fs::file_size(second) - 5);  // truncated
   auto c = load_newest_checkpoint(dir);
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->learner_steps, 1u);
+  EXPECT_EQ(c->counters.learner_steps, 1u);
 }
 
 TEST(CheckpointTest, AFifoADeviceAndADirectoryAreRefusedWithoutBlocking) {
@@ -170,22 +169,22 @@ TEST(CheckpointTest, FieldsThatPassTheChecksumMustStillBeSane) {
     fs::remove(path);
   };
   Checkpoint c = sample(4);
-  c.env_steps = c.learner_steps = c.episodes = c.policy_version = UINT64_MAX;
+  c.counters = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX};
   refused(c, "env_steps = 18446744073709551615: more than any run takes");
   c = sample(4);
-  c.learner_steps = c.env_steps + 1;
-  c.policy_version = c.learner_steps + 1;
+  c.counters.learner_steps = c.counters.env_steps + 1;
+  c.counters.policy_version = c.counters.learner_steps + 1;
   refused(c, "learner_steps = 4001 with env_steps = 4000");
   c = sample(4);
-  c.learner_steps = 0;
+  c.counters.learner_steps = 0;
   refused(c, "learner_steps = 0 with env_steps = 4000");
   c = sample(4);
-  c.episodes = c.env_steps + 1;
+  c.counters.episodes = c.counters.env_steps + 1;
   refused(c, "episodes = 4001 exceeds env_steps = 4000");
   c = sample(4);
-  c.policy_version = 3;
+  c.counters.policy_version = 3;
   refused(c, "policy_version = 3 with learner_steps = 4");
-  c.policy_version = UINT64_MAX;
+  c.counters.policy_version = UINT64_MAX;
   refused(c, "policy_version = 18446744073709551615");
   c = sample(4);
   c.parameters[1] = std::nanf("");
@@ -193,6 +192,7 @@ TEST(CheckpointTest, FieldsThatPassTheChecksumMustStillBeSane) {
   c.parameters[1] = INFINITY;
   refused(c, "parameter 1 of 3 is inf");
   c.parameters.clear();
+  c.parameter_layout.clear();
   refused(c, "no parameters");
   // A valid file under a name that says otherwise would be sorted wrongly.
   const std::string path = crafted(dir, sample(4));
@@ -230,7 +230,7 @@ TEST(CheckpointTest, SizesInTheFileAreNeverTrustedBeyondTheFile) {
 TEST(CheckpointTest, LoadingOneFileNamesWhatIsWrong) {
   const std::string dir = fresh_folder("one");
   const std::string path = save_checkpoint(dir, sample(4), 3);
-  EXPECT_EQ(load_checkpoint(path).learner_steps, 4u);
+  EXPECT_EQ(load_checkpoint(path).counters.learner_steps, 4u);
   fs::resize_file(path, 30);
   try {
     load_checkpoint(path);

@@ -86,8 +86,8 @@ DataParallel ClusterStepper::start(const TrainOptions& o, PolicyTraining& policy
   }
   DataParallel parallel(collective, policy.trainer(),
                         c.loss.reduction == LossConfig::Reduction::kMean);
-  SharedCounters counters{stats.env_steps, stats.learner_steps, stats.episodes,
-                          policy.slab().version()};
+  RunCounters counters{stats.env_steps, stats.learner_steps, stats.episodes,
+                       policy.slab().version()};
   parallel.share_initial_state(counters);
   stats.env_steps = counters.env_steps;
   stats.learner_steps = counters.learner_steps;

@@ -190,7 +190,7 @@ void DataParallel::broadcast_model() {
   if (rank() != 0) trainer_.load_optimizer_state(state);
 }
 
-void DataParallel::share_initial_state(SharedCounters& counters) {
+void DataParallel::share_initial_state(RunCounters& counters) {
   broadcast_model();
   broadcast_host(&counters, sizeof counters);
 }

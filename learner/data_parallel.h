@@ -24,14 +24,10 @@
 #include <vector>
 
 #include "distributed/collective.h"
+#include "learner/run_counters.h"
 #include "learner/trainer.h"
 
 namespace pronghorn::learner {
-
-// The counters a resumed run continues from; rank 0's reach every rank.
-struct SharedCounters {
-  uint64_t env_steps = 0, learner_steps = 0, episodes = 0, policy_version = 0;
-};
 
 // One rank's figures for rank 0's status. Every step's all-reduce carries
 // them, a few floats per rank beside the gradients, so a row is a step old.
@@ -69,9 +65,10 @@ class DataParallel {
   int rank() const { return collective_.rank(); }
   int world_size() const { return collective_.world_size(); }
 
-  // Rank 0's parameters, optimizer state and counters on every rank; rank 0's
-  // `counters` are read, the others' written.
-  void share_initial_state(SharedCounters& counters);
+  // Rank 0's parameters, optimizer state and counters (the ones a resumed run
+  // continues from) on every rank; rank 0's `counters` are read, the others'
+  // written.
+  void share_initial_state(RunCounters& counters);
 
   // Sums the gradients trainer.backward() left (or zeros, when `samples` is
   // 0: this rank had no batch) and the votes over every rank, leaving the

@@ -191,14 +191,14 @@ TEST(DataParallelTest, ShareInitialStateGivesEveryRankRank0sWeightsOptimizerAndC
   ASSERT_NE(weights(*job.trainers[1]), weights(*job.trainers[0]));
   StepStats s = job.trainers[0]->backward(random_batch(4, 5));  // rank 0 has stepped (resumed)
   job.trainers[0]->apply(s, 0.0);
-  std::vector<SharedCounters> counters(2);
+  std::vector<RunCounters> counters(2);
   counters[0] = {.env_steps = 1234, .learner_steps = 56, .episodes = 78, .policy_version = 57};
   counters[1] = {.env_steps = 1, .learner_steps = 2, .episodes = 3, .policy_version = 4};
   job.on_every_rank([&](int r) { job.parallel[r]->share_initial_state(counters[r]); });
   EXPECT_EQ(weights(*job.trainers[1]), weights(*job.trainers[0]));
   ASSERT_FALSE(adam_state(*job.trainers[0]).empty());
   EXPECT_EQ(adam_state(*job.trainers[1]), adam_state(*job.trainers[0]));
-  for (const SharedCounters& c : counters) {
+  for (const RunCounters& c : counters) {
     EXPECT_EQ(c.env_steps, 1234u);
     EXPECT_EQ(c.learner_steps, 56u);
     EXPECT_EQ(c.episodes, 78u);

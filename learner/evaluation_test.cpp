@@ -12,6 +12,7 @@
 #include "core/files.h"
 #include "envs/env.h"
 #include "learner/checkpoint.h"
+#include "learner/checkpoint_model.h"
 #include "learner/evaluator.h"
 
 namespace pronghorn::learner {
@@ -110,11 +111,12 @@ std::string fresh_folder(const char* what) {
 
 Checkpoint snapshot_of(PolicyNet& model, uint64_t env_steps) {
   Checkpoint c;
-  c.env_steps = env_steps;
-  c.learner_steps = env_steps / 100;
-  c.policy_version = c.learner_steps + 1;
+  c.counters.env_steps = env_steps;
+  c.counters.learner_steps = env_steps / 100;
+  c.counters.policy_version = c.counters.learner_steps + 1;
   c.parameters.resize(model->parameter_count());
   model->write_flat(c.parameters.data());
+  c.parameter_layout = parameter_layout(*model);
   c.optimizer = "optimizer";
   c.rng = "rng";
   return c;
@@ -146,14 +148,14 @@ TEST(EvaluatorTest, WritesBestOnlyOnImprovementAndAgreesWithEvaluatePolicy) {
     const Evaluation direct = evaluate_policy(model, config.env, 5, true, evaluation_seed(1));
     EXPECT_EQ(first.result.returns, direct.returns) << "the run's seed and episodes";
     const Checkpoint written = load_checkpoint(best);
-    EXPECT_EQ(written.env_steps, 1000u);
+    EXPECT_EQ(written.counters.env_steps, 1000u);
     EXPECT_EQ(written.optimizer, "optimizer") << "a whole checkpoint";
     EXPECT_DOUBLE_EQ(recorded_best_return(folder), first.result.mean);
 
     // The same policy again is no improvement: best.ckpt keeps the first.
     ASSERT_TRUE(evaluator.start(snapshot_of(model, 3000)));
     EXPECT_FALSE(wait_report(evaluator).new_best);
-    EXPECT_EQ(load_checkpoint(best).env_steps, 1000u);
+    EXPECT_EQ(load_checkpoint(best).counters.env_steps, 1000u);
   }
   // A resumed run knows the best so far: only a better evaluation replaces it.
   write_file_atomically(folder + "/best.json", "{\"eval_return_mean\": 1e9}\n");
@@ -167,7 +169,7 @@ TEST(EvaluatorTest, WritesBestOnlyOnImprovementAndAgreesWithEvaluatePolicy) {
     Evaluator evaluator(config, spec, folder);
     ASSERT_TRUE(evaluator.start(snapshot_of(model, 5000)));
     EXPECT_TRUE(wait_report(evaluator).new_best);
-    EXPECT_EQ(load_checkpoint(best).env_steps, 5000u);
+    EXPECT_EQ(load_checkpoint(best).counters.env_steps, 5000u);
   }
   fs::remove_all(folder);
 }
@@ -179,7 +181,7 @@ TEST(EvaluatorTest, BestCheckpointOutlivesPruningAndIsNeverTheNewest) {
   write_checkpoint_file(folder + "/" + kBestCheckpointName, snapshot_of(model, 100));
   for (uint64_t s = 2; s <= 6; ++s) save_checkpoint(folder, snapshot_of(model, s * 100), 2);
   EXPECT_TRUE(fs::exists(folder + "/" + kBestCheckpointName));
-  EXPECT_EQ(load_checkpoint(folder + "/" + kBestCheckpointName).env_steps, 100u);
+  EXPECT_EQ(load_checkpoint(folder + "/" + kBestCheckpointName).counters.env_steps, 100u);
   std::string newest;
   ASSERT_TRUE(load_newest_checkpoint(folder, &newest));
   EXPECT_EQ(fs::path(newest).filename(), checkpoint_file_name(600));

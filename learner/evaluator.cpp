@@ -107,7 +107,7 @@ void Evaluator::evaluate() {
                   model_->parameter_count());
   model_->read_flat(snapshot_.parameters.data());
   EvalReport report;
-  report.env_steps = snapshot_.env_steps;
+  report.env_steps = snapshot_.counters.env_steps;
   report.result = evaluate_policy(model_, config_.env, config_.run.eval_episodes, true,
                                   evaluation_seed(static_cast<uint64_t>(config_.run.seed)),
                                   &cancel_, config_.model.fast_path);

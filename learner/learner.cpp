@@ -67,12 +67,13 @@ Learner::Loop::Loop(const TrainOptions& o, ControlBoard& board, const std::atomi
 void Learner::Loop::resume() {
   const ResumePoint r =
       resume_from_checkpoints(schedule_.checkpoints(), policy_.trainer(), o_.config);
-  stats_.env_steps = r.env_steps;
-  stats_.learner_steps = r.learner_steps;
-  stats_.episodes = r.episodes;
-  policy_.set_version(r.policy_version);
+  const RunCounters& n = r.counters;
+  stats_.env_steps = n.env_steps;
+  stats_.learner_steps = n.learner_steps;
+  stats_.episodes = n.episodes;
+  policy_.set_version(n.policy_version);
   spdlog::info("resumed from {}: {} env steps, {} learner steps, policy version {}", r.path,
-               r.env_steps, r.learner_steps, r.policy_version);
+               n.env_steps, n.learner_steps, n.policy_version);
 }
 
 void Learner::Loop::start() {

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "learner/checkpoint_model.h"
+
 namespace pronghorn::learner {
 
 PolicyTraining::PolicyTraining(const Config& config, const EnvSpec& spec,
@@ -19,11 +21,9 @@ uint64_t PolicyTraining::publish() {
 
 Checkpoint PolicyTraining::snapshot(uint64_t env_steps, uint64_t learner_steps, uint64_t episodes) {
   Checkpoint ck;
-  ck.env_steps = env_steps;
-  ck.learner_steps = learner_steps;
-  ck.episodes = episodes;
-  ck.policy_version = version_;
+  ck.counters = {env_steps, learner_steps, episodes, version_};
   ck.parameters = flat_;
+  ck.parameter_layout = parameter_layout(*trainer_.model());
   ck.optimizer = trainer_.optimizer_state();
   at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
   ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());

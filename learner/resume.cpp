@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "learner/checkpoint.h"
+#include "learner/checkpoint_model.h"
 #include "learner/error_line.h"
 #include "learner/trainer.h"
 #include "model/fast_adam.h"
@@ -143,14 +144,11 @@ uint64_t max_checkpoint_bytes(Trainer& trainer) {
 // Validates `c` against the run and applies it to `trainer`; throws when it
 // does not fit (before anything is applied) or when applying fails.
 void apply(const Checkpoint& c, Trainer& trainer, const Config& config) {
-  const auto count = static_cast<size_t>(trainer.model()->parameter_count());
-  if (c.parameters.size() != count) {
-    throw Unfit(fmt::format("holds {} parameters, the model has {} (another model or env?)",
-                            c.parameters.size(), count));
-  }
+  const std::string unfit = parameters_unfit(c, parameter_layout(*trainer.model()));
+  if (!unfit.empty()) throw Unfit(unfit);
   const at::Tensor rng = checked_rng_state(c.rng);
   const std::string optimizer =
-      checked_optimizer_state(c.optimizer, trainer, config, c.learner_steps);
+      checked_optimizer_state(c.optimizer, trainer, config, c.counters.learner_steps);
   trainer.load_optimizer_state(optimizer);
   trainer.model()->read_flat(c.parameters.data());
   at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -171,7 +169,7 @@ ResumePoint resume_from_checkpoints(const std::string& folder, Trainer& trainer,
     try {
       if (std::optional<Checkpoint> c = read_checkpoint(path, &why, max_bytes)) {
         apply(*c, trainer, config);
-        return {path, c->env_steps, c->learner_steps, c->episodes, c->policy_version};
+        return {path, c->counters};
       }
     } catch (const std::exception& e) {  // any failure: the next older one is tried
       why = reason_of(e);

@@ -3,7 +3,8 @@
 //
 // Candidates are tried newest first (learner/checkpoint.h orders them). One
 // is taken only when its file reads back (a regular file, checksum, sane
-// counters, finite parameters), its parameter count is the model's, its
+// counters, finite parameters), its parameters are the model's (count, and
+// names and shapes when it names them: learner/checkpoint_model.h), its
 // optimizer state loads into an optimizer like the run's with every tensor
 // shaped as its parameter and finite, and its RNG state is one this
 // LibTorch's CPU generator accepts. All of that is checked on scratch copies
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "learner/run_counters.h"
 
 namespace pronghorn::learner {
 
@@ -26,7 +28,7 @@ class Trainer;
 // CPU generator: the counters to continue from.
 struct ResumePoint {
   std::string path;  // the checkpoint file taken
-  uint64_t env_steps = 0, learner_steps = 0, episodes = 0, policy_version = 0;
+  RunCounters counters;
 };
 
 // Restores `trainer` (built from `config`) and the default CPU generator

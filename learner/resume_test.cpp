@@ -4,6 +4,7 @@
 #include "learner/resume.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <torch/torch.h>
@@ -17,6 +18,7 @@
 #include "core/testing/error_of.h"
 #include "envs/env.h"
 #include "learner/checkpoint.h"
+#include "learner/checkpoint_model.h"
 #include "learner/trainer.h"
 
 namespace pronghorn::learner {
@@ -68,11 +70,9 @@ Batch random_batch(uint64_t seed) {
 // The checkpoint `run` would write now, after `steps` learner steps.
 Checkpoint snapshot(Learner& run, uint64_t steps) {
   Checkpoint c;
-  c.env_steps = steps * 100;
-  c.learner_steps = steps;
-  c.episodes = steps;
-  c.policy_version = steps + 1;
+  c.counters = {steps * 100, steps, steps, steps + 1};
   c.parameters = run.weights();
+  c.parameter_layout = parameter_layout(*run.trainer.model());
   c.optimizer = run.trainer.optimizer_state();
   at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
   c.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
@@ -81,7 +81,7 @@ Checkpoint snapshot(Learner& run, uint64_t steps) {
 
 // `c` written as the checkpoint at `env_steps` (counters moved to fit).
 std::string write_at(const std::string& dir, Checkpoint c, uint64_t env_steps) {
-  c.env_steps = env_steps;
+  c.counters.env_steps = env_steps;
   return save_checkpoint(dir, c, 1000);
 }
 
@@ -134,10 +134,10 @@ TEST(ResumeTest, RestoresWeightsOptimizerRngAndCountersFromTheNewest) {
   ASSERT_NE(resumed.weights(), newest.parameters);
   const ResumePoint r = resume_from_checkpoints(dir, resumed.trainer, resumed.config);
   EXPECT_EQ(r.path, dir + "/" + checkpoint_file_name(300));
-  EXPECT_EQ(r.env_steps, 300u);
-  EXPECT_EQ(r.learner_steps, 3u);
-  EXPECT_EQ(r.episodes, 3u);
-  EXPECT_EQ(r.policy_version, 4u);
+  EXPECT_EQ(r.counters.env_steps, 300u);
+  EXPECT_EQ(r.counters.learner_steps, 3u);
+  EXPECT_EQ(r.counters.episodes, 3u);
+  EXPECT_EQ(r.counters.policy_version, 4u);
   EXPECT_EQ(resumed.weights(), newest.parameters);
   at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(rng.data_ptr<uint8_t>()), rng.numel()),
@@ -204,6 +204,7 @@ TEST(ResumeTest, CraftedCandidatesAreSkippedForTheNewestThatFitsOrAllNamedInOneE
   craft(400, c, "RNG state of 3 bytes, this LibTorch's CPU generator has");
   c = good;
   c.parameters.push_back(0.5f);
+  c.parameter_layout.push_back({"extra", {1}});
   craft(500, c, "holds 4676 parameters, the model has 4675");
   c = good;
   c.optimizer =
@@ -228,7 +229,7 @@ TEST(ResumeTest, CraftedCandidatesAreSkippedForTheNewestThatFitsOrAllNamedInOneE
   c.parameters[3] = std::nanf("");
   craft(1000, c, "parameter 3 of");
   c = good;
-  c.learner_steps = c.episodes = c.policy_version = UINT64_MAX;
+  c.counters.learner_steps = c.counters.episodes = c.counters.policy_version = UINT64_MAX;
   craft(UINT64_MAX, c, "env_steps = 18446744073709551615: more than any run takes");
 
   torch::manual_seed(777);
@@ -266,12 +267,70 @@ TEST(ResumeTest, ACheckpointOfAnotherOptimizerOrModelIsRefused) {
             }).find(checkpoint_file_name(100) + ": "),
             std::string::npos);
   Learner same({"learner.optimizer=rmsprop"});
-  EXPECT_EQ(resume_from_checkpoints(dir, same.trainer, same.config).learner_steps, 1u);
+  EXPECT_EQ(resume_from_checkpoints(dir, same.trainer, same.config).counters.learner_steps, 1u);
   Learner wider({"model.hidden=[65, 64]"});
   EXPECT_NE(testing::error_of([&] {
               resume_from_checkpoints(dir, wider.trainer, wider.config);
             }).find("parameters, the model has"),
             std::string::npos);
+}
+
+// Format 2 names each parameter tensor: one the model does not have, or
+// has in another shape, is refused naming it, even where the count agrees.
+TEST(ResumeTest, AParameterWhoseNameOrShapeIsNotTheModelsIsRefusedNamingIt) {
+  const std::string dir = fresh_folder("names");
+  Learner source;
+  source.trainer.learn(random_batch(1), 0.0);
+  const Checkpoint good = snapshot(source, 1);
+  const std::vector<NamedShape> model = parameter_layout(*source.trainer.model());
+  ASSERT_GE(model.size(), 2u);
+  ASSERT_EQ(model[0].shape.size(), 2u);
+  Checkpoint renamed = good;
+  renamed.parameter_layout[1].name = "torso.9.bias";
+  write_at(dir, renamed, 200);
+  Checkpoint transposed = good;  // the same count of floats
+  std::swap(transposed.parameter_layout[0].shape[0], transposed.parameter_layout[0].shape[1]);
+  write_at(dir, transposed, 100);
+  Learner resumed;
+  const std::string message =
+      testing::error_of([&] { resume_from_checkpoints(dir, resumed.trainer, resumed.config); });
+  EXPECT_NE(message.find(fmt::format("{}: parameter tensor 1 is \"torso.9.bias\", the model's is "
+                                     "\"{}\"",
+                                     checkpoint_file_name(200), model[1].name)),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(fmt::format("{}: parameter \"{}\" is [{}, {}], the model's is [{}, {}]",
+                                     checkpoint_file_name(100), model[0].name, model[0].shape[1],
+                                     model[0].shape[0], model[0].shape[0], model[0].shape[1])),
+            std::string::npos)
+      << message;
+  Checkpoint fewer = good;  // the last tensor gone with its floats
+  int64_t last = 1;
+  for (int64_t dim : model.back().shape) last *= dim;
+  fewer.parameter_layout.pop_back();
+  fewer.parameters.resize(good.parameters.size() - static_cast<size_t>(last));
+  EXPECT_EQ(parameters_unfit(fewer, model),
+            fmt::format("holds {} parameters, the model has {} (another model or env?): the "
+                        "model's parameter \"{}\" [{}] is not in it",
+                        fewer.parameters.size(), good.parameters.size(), model.back().name,
+                        fmt::join(model.back().shape, ", ")));
+  EXPECT_EQ(parameters_unfit(good, model), "");
+}
+
+// learner/testing/cartpole_format1.ckpt (checkpoint_format_test.cpp says
+// where it came from): a checkpoint of the format before named sections
+// still resumes a CartPole run, optimizer and RNG state included.
+TEST(ResumeTest, ACheckpointOfFormat1Resumes) {
+  const std::string dir = fresh_folder("format1");
+  const Checkpoint held = load_checkpoint(PRONGHORN_CHECKPOINT_V1);
+  fs::create_directories(dir);
+  fs::copy_file(PRONGHORN_CHECKPOINT_V1, dir + "/" + checkpoint_file_name(held.counters.env_steps));
+  Learner resumed;
+  const ResumePoint r = resume_from_checkpoints(dir, resumed.trainer, resumed.config);
+  EXPECT_EQ(r.counters, held.counters);
+  EXPECT_EQ(resumed.weights(), held.parameters);
+  resumed.trainer.learn(random_batch(1), 0.0);  // its Adam state steps on
+  EXPECT_NE(resumed.weights(), held.parameters);
 }
 
 TEST(ResumeTest, AFifoALinkToDevZeroAndADirectoryNamedNewerAreSkippedWithoutBlocking) {

@@ -8,12 +8,11 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "core/fnv.h"
+#include "learner/checkpoint.h"
 #include "tests/testing/job.h"
 
 namespace {
@@ -62,16 +61,11 @@ uint64_t env_steps_of(const std::string& path) {  // from the name
 // A copy of the checkpoint at `from` whose weights hold a NaN and whose
 // counters say `env_steps`, with its checksum made right, as `to`.
 void write_nan_copy(const std::string& from, uint64_t env_steps, const std::string& to) {
-  std::string bytes = slurp(from);
-  ASSERT_GT(bytes.size(), 64u);
-  // magic 8, payload size 8, then env_steps, learner_steps, episodes,
-  // policy_version, the parameters' size and the parameters.
-  std::memcpy(bytes.data() + 16, &env_steps, 8);
-  const float nan = std::nanf("");
-  std::memcpy(bytes.data() + 16 + 5 * 8 + 7 * sizeof(float), &nan, sizeof nan);
-  const uint64_t checksum = pronghorn::fnv1a(std::string_view(bytes).substr(16, bytes.size() - 24));
-  std::memcpy(bytes.data() + bytes.size() - 8, &checksum, 8);
-  std::ofstream(to, std::ios::binary) << bytes;
+  pronghorn::learner::Checkpoint c = pronghorn::learner::load_checkpoint(from);
+  ASSERT_GT(c.parameters.size(), 7u);
+  c.counters.env_steps = env_steps;
+  c.parameters[7] = std::nanf("");
+  pronghorn::learner::write_checkpoint_file(to, c);
 }
 
 TEST(CheckpointFaultsTest, ResumeSkipsWhatIsNotAGoodCheckpointNamedNewerAndFinishes) {

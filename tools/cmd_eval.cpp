@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "envs/env.h"
 #include "learner/checkpoint.h"
+#include "learner/checkpoint_model.h"
 #include "learner/evaluation.h"
 #include "model/policy.h"
 #include "proto/json_string.h"
@@ -73,9 +74,9 @@ void run_eval(const EvalArgs& args) {
   one_env.num_envs = 1;
   const EnvSpec spec = envs::make_env(one_env, 0)->spec();
   PolicyNet model(model_spec_for(spec, config.model));
-  PRONGHORN_CHECK(static_cast<int64_t>(ckpt.parameters.size()) == model->parameter_count(),
-                  "checkpoint ", file, ": ", ckpt.parameters.size(), " parameters, the model of ",
-                  config_path, " has ", model->parameter_count());
+  const std::string unfit = learner::parameters_unfit(ckpt, learner::parameter_layout(*model));
+  PRONGHORN_CHECK(unfit.empty(), "checkpoint ", file, " does not fit the model of ", config_path,
+                  ": ", unfit);
   model->read_flat(ckpt.parameters.data());
   const uint64_t seed =
       args.seed.value_or(learner::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
@@ -90,7 +91,7 @@ void run_eval(const EvalArgs& args) {
         "\"return_mean\": {}, \"return_std\": {}, \"return_min\": {}, \"return_max\": {}, "
         "\"checkpoint_env_steps\": {}, \"steps_taken\": {}}}\n",
         json_string(file), json_string(spec.name), policy, seed, e.returns.size(), e.mean, e.std,
-        e.min, e.max, ckpt.env_steps, e.env_steps);
+        e.min, e.max, ckpt.counters.env_steps, e.env_steps);
     return;
   }
   std::cout << fmt::format(
