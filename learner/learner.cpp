@@ -53,11 +53,12 @@ int compute_threads(const Config& c) {
 
 Learner::Loop::Loop(const TrainOptions& o, ControlBoard& board, const std::atomic<bool>& stop)
     : o_(o),
-      policy_(o_.config, o_.env, segment_name(o_, buffer::kSlabSegment)),
+      policy_(o_.config, o_.env),
       fleet_(o_, segment_name(o_, buffer::kRingSegment)),
       schedule_(o_.config, o_.env, o_.run_dir, rank_of(o_), policy_, stats_),
       reports_(o_, stats_),
       control_(board, stop, rank_of(o_)) {
+  policy_.create_slab(segment_name(o_, buffer::kSlabSegment));  // after the fleet's ring
   if (o_.resume && rank_of(o_) == 0) resume();
   step_ = make_learner_step(o_, policy_, fleet_, stats_, board);
   policy_.publish();

@@ -49,7 +49,7 @@ class Learner::Loop {
 
   const TrainOptions o_;  // a copy: the caller's may be a temporary
   RunStats stats_;
-  PolicyTraining policy_;  // before the fleet: its slab outlives the actors
+  PolicyTraining policy_;  // before the fleet: its slab outlives the actors and nodes
   ActorFleet fleet_;
   std::unique_ptr<LearnerStep> step_;  // made once rank 0's state is known
   Schedule schedule_;

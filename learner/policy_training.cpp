@@ -6,12 +6,13 @@
 
 namespace pronghorn::learner {
 
-PolicyTraining::PolicyTraining(const Config& config, const EnvSpec& spec,
-                               const std::string& slab_name)
-    : trainer_(config, spec),
-      slab_name_(slab_name),
-      slab_(buffer::WeightSlab::create(slab_name, trainer_.model()->parameter_count())),
-      flat_(static_cast<size_t>(trainer_.model()->parameter_count())) {}
+PolicyTraining::PolicyTraining(const Config& config, const EnvSpec& spec)
+    : trainer_(config, spec), flat_(static_cast<size_t>(trainer_.model()->parameter_count())) {}
+
+void PolicyTraining::create_slab(const std::string& slab_name) {
+  slab_name_ = slab_name;
+  slab_ = buffer::WeightSlab::create(slab_name, trainer_.model()->parameter_count());
+}
 
 uint64_t PolicyTraining::publish() {
   trainer_.model()->write_flat(flat_.data());

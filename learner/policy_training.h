@@ -21,9 +21,13 @@ namespace pronghorn::learner {
 
 class PolicyTraining {
  public:
-  // Builds the model and optimizer of `config` for `spec`, and the slab
-  // `slab_name` (shared memory of this learner) sized for its parameters.
-  PolicyTraining(const Config& config, const EnvSpec& spec, const std::string& slab_name);
+  // Builds the model and optimizer of `config` for `spec`.
+  PolicyTraining(const Config& config, const EnvSpec& spec);
+  // Creates the slab `slab_name` (shared memory of this learner) sized for
+  // the parameters; before any other call below. Apart from the constructor
+  // so that the learner creates its ring first: the larger segment is the
+  // one a nearly full /dev/shm refuses, with all of its free room counted.
+  void create_slab(const std::string& slab_name);
 
   Trainer& trainer() { return trainer_; }
   const buffer::WeightSlab& slab() const { return *slab_; }
@@ -40,7 +44,7 @@ class PolicyTraining {
 
  private:
   Trainer trainer_;
-  const std::string slab_name_;
+  std::string slab_name_;
   std::unique_ptr<buffer::WeightSlab> slab_;
   std::vector<float> flat_;  // the parameters, as published
   uint64_t version_ = 0;
