@@ -45,8 +45,9 @@ void ActorFleet::start(const std::string& slab_name, const buffer::WeightSlab& s
 
 void ActorFleet::poll() {
   supervisor_->poll(ring_->counters().committed);  // throws when actors keep failing
+  if (!remote_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (remote_ && now - rows_at_ >= 100ms) {  // fresh while nothing trains, too
+  if (now - rows_at_ >= 100ms) {  // fresh while nothing trains, too
     remote_rows_ = remote_->nodes();
     rows_at_ = now;
   }

@@ -1,5 +1,7 @@
 #include "learner/batch_prefetcher.h"
 
+#include "core/clock.h"
+
 namespace pronghorn::learner {
 
 using Clock = std::chrono::steady_clock;
@@ -39,10 +41,9 @@ void BatchPrefetcher::run() {
       if (!taken) continue;
       const auto batch_start = Clock::now();
       PreparedBatch prepared{make_batch(*taken, ring_.layout(), spec_, config_, version),
-                             taken->size(),
-                             std::chrono::duration<double>(batch_start - wait_start).count(), 0};
+                             taken->size(), seconds(batch_start - wait_start), 0};
       ring_.release(*taken);  // make_batch copied every field out of the slots
-      prepared.batch_s = std::chrono::duration<double>(Clock::now() - batch_start).count();
+      prepared.batch_s = seconds_since(batch_start);
       {
         std::lock_guard lock(mutex_);
         mailbox_ = std::move(prepared);

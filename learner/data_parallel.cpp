@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/fnv.h"
 
@@ -133,8 +134,7 @@ ClusterStep DataParallel::learn(const Batch* batch, LocalStep mine, double progr
     mine.loss_finite = std::isfinite(s.total);
     const auto reduce_start = std::chrono::steady_clock::now();
     cluster = reduce(mine);
-    s.allreduce_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
+    s.allreduce_s = seconds_since(reduce_start);
     // The same on every rank, and at the first step: every rank's batch or
     // none lasts the whole plan.
     if (cluster.samples == 0) {

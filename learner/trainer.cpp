@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "model/fast_adam.h"
 #include "model/fast_clip.h"
@@ -18,10 +19,6 @@ namespace pronghorn::learner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // The columns `columns` of every field of `b`: an env's T+1 rows, its ended
 // flags and its core's state stay together.
@@ -283,7 +280,7 @@ void Trainer::apply(StepStats& s, double progress) {
   } else {
     optimizer_->step();
   }
-  s.optimizer_s = std::chrono::duration<double>(Clock::now() - optimizer_start).count();
+  s.optimizer_s = seconds_since(optimizer_start);
 }
 
 }  // namespace pronghorn::learner
