@@ -75,9 +75,9 @@ void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config,
   shape.insert(shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
   const at::Tensor obs = at::randn(shape);
   auto step = [&](ModelConfig::FastPath mode) {
-    ModelConfig config = model_config;
-    config.fast_path = mode;
-    TrainingPolicy policy(model, at::kCPU, config, LearnerConfig{});  // the same weights
+    ModelConfig path_config = model_config;
+    path_config.fast_path = mode;
+    TrainingPolicy policy(model, at::kCPU, path_config, LearnerConfig{});  // the same weights
     return median_us(
         [&] {
           model->zero_grad();
