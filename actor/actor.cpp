@@ -14,9 +14,7 @@
 #include "buffer/slot_view.h"
 #include "buffer/weight_slab.h"
 #include "envs/env.h"
-#include "model/fast_mlp.h"
-#include "model/policy.h"
-#include "model/sampling.h"
+#include "model/policy_face.h"
 #include "model/tensor_runtime.h"
 
 namespace pronghorn::actor {
@@ -28,23 +26,6 @@ using Clock = std::chrono::steady_clock;
 uint32_t microseconds(Clock::duration d) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
   return static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
-}
-
-// A recurrent core's state at the start of an unroll, h then c, into the
-// slot's [2, K, H] field: the learner runs the core from it.
-void write_core_state(const CoreState& core, float* into) {
-  if (!core.h.defined()) return;
-  const int64_t n = core.h.numel();
-  std::memcpy(into, core.h.contiguous().data_ptr<float>(), sizeof(float) * n);
-  std::memcpy(into + n, core.c.contiguous().data_ptr<float>(), sizeof(float) * n);
-}
-
-// Zeroes the state of envs whose episode ended at this step (`keep`: 0
-// there, 1 elsewhere, [K, 1]): the next step starts a fresh episode.
-void reset_ended(CoreState& core, const at::Tensor& keep) {
-  if (!core.h.defined()) return;
-  core.h = core.h * keep;
-  core.c = core.c * keep;
 }
 
 }  // namespace
@@ -61,12 +42,12 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   auto env = envs::make_env(o.config.env, o.config.run.seed * 100003 + stream * 7 + 1);
   const EnvSpec& spec = env->spec();
   auto ring = buffer::Ring::attach(o.ring, buffer::unroll_spec_for(spec, o.config));
-  PolicyNet model(model_spec_for(spec, o.config.model));
-  // The fused path (model/fast_mlp.h) where model.fast_path and the model
-  // allow it: same weights, a sampler seeded the same way; else LibTorch.
-  const auto fast = FastMlp::make_for(*model, spec, o.config.model.fast_path, sampling_seed);
-  auto slab = buffer::WeightSlab::attach(o.slab, model->parameter_count());
-  std::vector<float> flat(model->parameter_count());
+  // The policy: its fused sampler seeded as LibTorch's generator is above, a
+  // recurrent core's state carried across steps and unrolls.
+  InferencePolicy policy(PolicyNet(model_spec_for(spec, o.config.model)), spec, K,
+                         o.config.model.fast_path, sampling_seed);
+  auto slab = buffer::WeightSlab::attach(o.slab, policy.parameter_count());
+  std::vector<float> flat(policy.parameter_count());
   const size_t obs_row = spec.obs_bytes() * K;
   const bool continuous = spec.action_kind == ActionKind::kContinuous;
 
@@ -74,12 +55,8 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   std::vector<float> env_actions(continuous ? K * spec.action_size : 0);
   std::vector<float> running_return(K, 0.0f), final_values(K);
   std::vector<int32_t> running_length(K, 0);
-  std::vector<float> keep(K);  // [K, 1]: 0 where an episode ended this step
-  const at::Tensor keep_tensor = at::from_blob(keep.data(), {K, 1}, at::kFloat);
-  CoreState core = model->initial_state(K);  // carried across steps and unrolls
   env->reset(last_obs.data());
   uint64_t version = 0;
-  torch::InferenceMode inference;
 
   while (!stop.load()) {
     if (o.learner_pid != 0 && !buffer::process_alive(o.learner_pid, 0)) {
@@ -89,11 +66,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     const auto wait_start = Clock::now();
     if (slab->version() != version) {
       version = slab->read(flat.data());
-      if (fast) {
-        fast->load(flat.data());  // `model` is not run: LibTorch's copies skipped
-      } else {
-        model->read_flat(flat.data());
-      }
+      policy.load(flat.data());
     }
     auto slot = ring->claim(500ms);
     if (!slot) continue;
@@ -107,7 +80,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     uint8_t* truncated = out.truncated;
     uint32_t episodes = 0;
     std::memcpy(obs, last_obs.data(), obs_row);  // row 0: where the last unroll left off
-    write_core_state(core, out.core_state);
+    policy.write_core_state(out.core_state);
     bool stopped = false;
     for (int64_t t = 0; t < T && !stopped; ++t) {
       const auto policy_start = Clock::now();
@@ -118,28 +91,19 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       } else {
         actions.discrete = out.discrete_actions + t * K;
       }
-      if (fast) {
-        fast->act(reinterpret_cast<const float*>(obs + t * obs_row), K, spec, /*greedy=*/false,
-                  actions);
-      } else {
-        sample_actions(model->forward(observation_tensor(obs + t * obs_row, spec, K), core), spec,
-                       /*greedy=*/false, actions);
-      }
+      policy.act(obs + t * obs_row, /*greedy=*/false, actions);
       const void* step_actions =
           continuous ? static_cast<const void*>(env_actions.data()) : actions.discrete;
       const auto env_start = Clock::now();
       policy_time += env_start - policy_start;
       env->step(step_actions, {obs + (t + 1) * obs_row, rewards + t * K, terminated + t * K,
                                truncated + t * K, final_obs.data()});
-      bool any_truncated = false, any_ended = false;
+      bool any_truncated = false;
       for (int64_t k = 0; k < K; ++k) {
         running_return[k] += rewards[t * K + k];
         running_length[k] += 1;
         any_truncated |= truncated[t * K + k] != 0;
-        const bool ended = terminated[t * K + k] || truncated[t * K + k];
-        keep[k] = ended ? 0.0f : 1.0f;
-        any_ended |= ended;
-        if (ended) {
+        if (terminated[t * K + k] || truncated[t * K + k]) {
           out.episode_returns[episodes] = running_return[k];
           out.episode_lengths[episodes] = running_length[k];
           ++episodes;
@@ -153,24 +117,15 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       const auto env_end = Clock::now();
       env_time += env_end - env_start;
       if (any_truncated) {
-        at::Tensor v;
-        const float* value = final_values.data();
-        if (fast) {
-          fast->values(reinterpret_cast<const float*>(final_obs.data()), K, final_values.data());
-        } else {
-          // From the state after this step, before the reset: the final
-          // observation continues the episode that was cut.
-          CoreState continued = core;
-          v = model->forward(observation_tensor(final_obs.data(), spec, K), continued)
-                  .value.contiguous();
-          value = v.data_ptr<float>();
-        }
+        // From the core's state after this step, before the reset: the
+        // final observation continues the episode that was cut.
+        policy.values(final_obs.data(), final_values.data());
         for (int64_t k = 0; k < K; ++k) {
-          if (truncated[t * K + k]) out.final_values[t * K + k] = value[k];
+          if (truncated[t * K + k]) out.final_values[t * K + k] = final_values[k];
         }
         policy_time += Clock::now() - env_end;
       }
-      if (any_ended) reset_ended(core, keep_tensor);
+      policy.reset_ended(terminated + t * K, truncated + t * K);
       stopped = stop.load();
     }
     if (stopped) {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "model/policy.h"
+#include "model/policy_face.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -41,10 +41,9 @@ std::string first_difference(const std::vector<NamedShape>& held,
 }  // namespace
 
 std::vector<NamedShape> parameter_layout(PolicyNetImpl& model) {
+  // The policy face's list, the one naming of the flat vector.
   std::vector<NamedShape> layout;
-  for (const auto& p : model.named_parameters()) {
-    layout.push_back({p.key(), p.value().sizes().vec()});
-  }
+  for (const ParameterEntry& p : parameter_list(model)) layout.push_back({p.name, p.shape});
   return layout;
 }
 

@@ -16,7 +16,8 @@ class PolicyNetImpl;
 
 namespace pronghorn::learner {
 
-// The model's parameter tensors (named_parameters()) in registration order:
+// The model's parameter tensors by name and shape, from the policy face's
+// parameter_list() (model/policy_face.h), in registration order:
 // the order of its flat vector (PolicyNetImpl::write_flat).
 std::vector<NamedShape> parameter_layout(PolicyNetImpl& model);
 

@@ -8,8 +8,7 @@
 #include <numeric>
 
 #include "envs/env.h"
-#include "model/fast_mlp.h"
-#include "model/sampling.h"
+#include "model/policy_face.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -41,7 +40,7 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
   torch::InferenceMode inference;
   const auto sampler_seed = static_cast<uint64_t>(
       at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
-  const auto fast = FastMlp::make_for(*model, spec, fast_path, sampler_seed);
+  InferencePolicy policy(model, spec, k, fast_path, sampler_seed);  // a recurrent core per env
 
   std::vector<uint8_t> obs(spec.obs_bytes() * k);                           // [K, obs...]
   std::vector<float> rewards(k), continuous_actions(k * spec.action_size);  // [K], [K, D]
@@ -50,9 +49,6 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
   std::vector<double> running(k, 0.0);
   std::vector<uint8_t> counted(k, 0);  // this env's episode of the round is in `returns`
   int64_t counted_this_round = 0;
-  std::vector<float> keep(k);  // [K, 1]: 0 where an episode ended this step
-  const at::Tensor keep_tensor = at::from_blob(keep.data(), {k, 1}, at::kFloat);
-  CoreState core = model->initial_state(k);  // a recurrent model's, per env
   Evaluation e;
   env->reset(obs.data());
   while (static_cast<int64_t>(e.returns.size()) < episodes) {
@@ -62,34 +58,26 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
     }
     const ActionsOut into{.discrete = discrete ? discrete_actions.data() : nullptr,
                           .clipped = discrete ? nullptr : continuous_actions.data()};
-    if (fast) {
-      fast->act(reinterpret_cast<const float*>(obs.data()), k, spec, greedy, into);
-    } else {
-      sample_actions(model->forward(observation_tensor(obs.data(), spec, k), core), spec, greedy,
-                     into);
-    }
+    policy.act(obs.data(), greedy, into);
     const void* actions =
         discrete ? static_cast<const void*>(discrete_actions.data()) : continuous_actions.data();
     env->step(actions, {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
     e.env_steps += static_cast<uint64_t>(k);
-    bool any_ended = false;
     for (int64_t i = 0; i < k; ++i) {
       running[i] += rewards[i];
-      keep[i] = terminated[i] || truncated[i] ? 0.0f : 1.0f;
-      any_ended |= keep[i] == 0.0f;
       if ((terminated[i] || truncated[i]) && !counted[i]) {
         e.returns.push_back(running[i]);
         counted[i] = 1;
         ++counted_this_round;
       }
     }
-    if (any_ended && core.h.defined()) core = {core.h * keep_tensor, core.c * keep_tensor};
+    policy.reset_ended(terminated.data(), truncated.data());
     if (counted_this_round == k) {  // every env gave one: a fresh round of first episodes
       std::fill(counted.begin(), counted.end(), 0);
       std::fill(running.begin(), running.end(), 0.0);
       counted_this_round = 0;
       env->reset(obs.data());
-      core = model->initial_state(k);
+      policy.reset();
     }
   }
   if (static_cast<int64_t>(e.returns.size()) > episodes) e.returns.resize(episodes);

@@ -33,9 +33,9 @@ struct Evaluation {
 inline uint64_t evaluation_seed(uint64_t run_seed) { return run_seed * 100003 + 5; }
 
 // Runs `model` (on the CPU) for `episodes` episodes of the env `env_config`
-// names, seeded with `seed`. Sampling draws from LibTorch's default
-// generator (the caller seeds it; on the fused path, model.fast_path =
-// `fast_path` (model/fast_mlp.h), one draw from it seeds the fused sampler).
+// names, seeded with `seed`, through the policy face (model/policy_face.h;
+// model.fast_path = `fast_path`). Sampling draws from LibTorch's default
+// generator (the caller seeds it; one draw from it seeds the fused sampler).
 // Stops early, with `cancelled`, once `cancel` (optional) is set. Throws the
 // env's Error.
 Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_t episodes,

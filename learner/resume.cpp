@@ -14,7 +14,7 @@
 #include "learner/checkpoint_model.h"
 #include "learner/error_line.h"
 #include "learner/trainer.h"
-#include "model/fast_adam.h"
+#include "model/optimizer_state.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -85,7 +85,8 @@ void check_optimizer(torch::optim::Optimizer& optimizer, LearnerConfig::Optimize
 // The checkpoint's optimizer state loaded into a scratch optimizer of the
 // run's kind over copies of the model's parameters, checked, and written out
 // again: the bytes the Trainer then loads, with every tensor on its device.
-// Trainer's constructor makes the real one; the kinds here must follow it.
+// The policy face's TrainingPolicy makes the real one (model/policy_face.h);
+// the kinds here must follow it.
 std::string checked_optimizer_state(const std::string& state, Trainer& trainer,
                                     const Config& config, uint64_t learner_steps) {
   std::vector<at::Tensor> copies;

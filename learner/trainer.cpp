@@ -10,9 +10,6 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "model/fast_adam.h"
-#include "model/fast_clip.h"
-#include "model/fast_mlp_train.h"
 
 namespace pronghorn::learner {
 
@@ -42,14 +39,13 @@ at::Device learner_device(LearnerConfig::Device setting) {
 Trainer::Trainer(const Config& c, const EnvSpec& spec)
     : c_(c),
       device_(learner_device(c.learner.device)),
-      model_(model_spec_for(spec, c.model)),
+      policy_(PolicyNet(model_spec_for(spec, c.model)), device_, c.model, c.learner),
       continuous_(spec.action_kind == ActionKind::kContinuous),
       use_gae_(c.loss.kind == LossConfig::Kind::kPpo &&
                c.loss.advantages == LossConfig::Advantages::kGae),
       epochs_(c.learner.epochs),
       minibatches_(c.learner.minibatches),
       permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))) {
-  model_->to(device_);  // before the optimizer takes its parameters
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
                     static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
   loss_options_.kind =
@@ -58,15 +54,6 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
   loss_options_.entropy_cost = static_cast<float>(c.loss.entropy_cost);
   loss_options_.ppo_clip = static_cast<float>(c.loss.ppo_clip);
   loss_options_.mean_reduction = c.loss.reduction == LossConfig::Reduction::kMean;
-  const double lr = c.learner.learning_rate;
-  if (c.learner.optimizer == LearnerConfig::Optimizer::kRmsprop) {
-    optimizer_ = std::make_unique<torch::optim::RMSprop>(
-        model_->parameters(),
-        torch::optim::RMSpropOptions(lr).alpha(c.learner.rmsprop_alpha).eps(c.learner.adam_eps));
-  } else {
-    optimizer_ = std::make_unique<torch::optim::Adam>(
-        model_->parameters(), torch::optim::AdamOptions(lr).eps(c.learner.adam_eps));
-  }
 }
 
 void StepStats::add(const StepStats& step) {
@@ -98,7 +85,7 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
 
 std::string Trainer::optimizer_state() {
   torch::serialize::OutputArchive archive;
-  optimizer_->save(archive);
+  policy_.optimizer().save(archive);
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
@@ -108,7 +95,7 @@ void Trainer::load_optimizer_state(const std::string& state) {
   torch::serialize::InputArchive archive;
   std::istringstream in(state);
   archive.load_from(in);
-  optimizer_->load(archive);
+  policy_.optimizer().load(archive);
 }
 
 // On CUDA: each field through pinned memory, copied without blocking the host
@@ -186,14 +173,9 @@ StepStats Trainer::backward(const Batch& batch) {
 
 // [(T+1)·N] outputs. A recurrent core runs through the T+1 steps from the
 // actors' stored state, zeroed after each step that ended an episode, so the
-// bootstrap row T has the state its step had on the actor. A feed-forward
-// model takes the fused MLP path (model/fast_mlp_train.h) where it applies.
+// bootstrap row T has the state its step had on the actor.
 PolicyOutput Trainer::forward(const Batch& b) {
-  if (!model_->recurrent()) return policy_forward(*model_, b.obs.flatten(0, 1), c_.model.fast_path);
-  PRONGHORN_CHECK(b.core_state.defined(),
-                  "learner step: a recurrent model needs the batch's core_state");
-  CoreState core{b.core_state[0], b.core_state[1]};
-  return model_->forward_sequence(b.obs, core, b.ended);
+  return policy_.forward(b.obs, b.core_state, b.ended);
 }
 
 StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets) {
@@ -241,7 +223,7 @@ StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor
                                               targets, loss_options_);
   StepStats s;
   const auto backward_start = Clock::now();
-  optimizer_->zero_grad();
+  policy_.zero_grad();
   loss.total.backward();
   s.backward_s = seconds_since(backward_start);
   s.total = loss.total.item<double>();
@@ -256,9 +238,7 @@ void Trainer::apply(StepStats& s, double progress) {
   // The norm is wanted even unclipped: it is the finite check's input.
   const double max_norm = c_.learner.max_grad_norm > 0 ? c_.learner.max_grad_norm
                                                        : std::numeric_limits<double>::infinity();
-  const bool fused = c_.model.fast_path == ModelConfig::FastPath::kAuto;
-  s.grad_norm = fused ? fused_clip_grad_norm(model_->parameters(), max_norm)
-                      : torch::nn::utils::clip_grad_norm_(model_->parameters(), max_norm);
+  s.grad_norm = policy_.clip_gradients(max_norm);
   // A NaN or inf would reach every weight in this step and every actor after
   // it: the job ends here, its weights and checkpoints as they were.
   PRONGHORN_CHECK(std::isfinite(s.total) && std::isfinite(s.grad_norm),
@@ -270,16 +250,8 @@ void Trainer::apply(StepStats& s, double progress) {
       c_.learner.learning_rate * (c_.learner.lr_schedule == LearnerConfig::LrSchedule::kLinear
                                       ? std::max(0.0, 1.0 - progress)
                                       : 1.0);
-  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   s.learning_rate = lr;
-  // Adam in one pass per tensor on the fused path (model/fast_adam.h), on
-  // LibTorch's optimizer state either way.
-  auto* adam = dynamic_cast<torch::optim::Adam*>(optimizer_.get());
-  if (adam != nullptr && fused) {
-    fused_adam_step(*adam);
-  } else {
-    optimizer_->step();
-  }
+  policy_.step(lr);
   s.optimizer_s = seconds_since(optimizer_start);
 }
 

@@ -17,7 +17,7 @@
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
 #include "learner/batch.h"
-#include "model/policy.h"
+#include "model/policy_face.h"
 
 namespace pronghorn::learner {
 
@@ -44,7 +44,8 @@ class Trainer {
   Trainer(const Config& config, const EnvSpec& spec);
 
   at::Device device() const { return device_; }
-  PolicyNet& model() { return model_; }
+  PolicyNet& model() { return policy_.model(); }
+  TrainingPolicy& policy() { return policy_; }
   std::string optimizer_state();
   void load_optimizer_state(const std::string& state);
 
@@ -92,12 +93,11 @@ class Trainer {
 
   Config c_;
   at::Device device_;
-  PolicyNet model_;
-  bool continuous_;  // Gaussian head
-  bool use_gae_;     // PPO on GAE(λ) advantages instead of V-trace
+  TrainingPolicy policy_;  // the model and its optimizer
+  bool continuous_;        // Gaussian head
+  bool use_gae_;           // PPO on GAE(λ) advantages instead of V-trace
   kernels::VtraceParams vtrace_params_;
   kernels::LossOptions loss_options_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   const int64_t epochs_, minibatches_;
   at::Generator permutations_;  // run.seed's, CPU
   // The started batch: on the device, its GAE advantages and returns when

@@ -206,9 +206,7 @@ bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
   });
 }
 
-PolicyOutput policy_forward(PolicyNetImpl& model, const at::Tensor& obs,
-                            ModelConfig::FastPath mode) {
-  if (!fused_training_applies(model, obs, mode)) return model.forward(obs);
+PolicyOutput fused_forward(PolicyNetImpl& model, const at::Tensor& obs) {
   const std::vector<at::Tensor> params = mlp_parameters(model);
   const at::Tensor x = obs.reshape({obs.size(0), -1}).contiguous();
   const variable_list out = FusedMlp::apply(

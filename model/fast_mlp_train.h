@@ -33,15 +33,15 @@
 
 namespace pronghorn {
 
-// Whether policy_forward() takes the fused path for `model` on `obs`: mode
-// auto, an MLP (no pixels, no parameters beyond the MLP's), float32
-// parameters that require gradients and observations on the CPU.
+// Whether fused_forward() may run `model` on `obs`: mode auto, an MLP (no
+// pixels, no parameters beyond the MLP's), float32 parameters that require
+// gradients and observations on the CPU. The policy face
+// (model/policy_face.h) asks, and runs LibTorch's forward where not.
 bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
                             ModelConfig::FastPath mode);
 
-// model->forward(obs), through the fused path where it applies
-// (differentiable either way). obs: [N, obs...].
-PolicyOutput policy_forward(PolicyNetImpl& model, const at::Tensor& obs,
-                            ModelConfig::FastPath mode);
+// model->forward(obs) through the fused path, differentiable; obs: [N, obs...]
+// float32. Only where fused_training_applies(model, obs, auto).
+PolicyOutput fused_forward(PolicyNetImpl& model, const at::Tensor& obs);
 
 }  // namespace pronghorn

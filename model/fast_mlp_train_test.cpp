@@ -61,7 +61,7 @@ TEST(FastMlpTrainTest, OutputsGradientsAndOneAdamStepMatchPolicyNetInFloat64) {
         ASSERT_TRUE(fused_training_applies(*net, obs, kAuto)) << what;
         const at::Tensor gl = at::randn({rows, A}), gv = at::randn({rows}),
                          gs = at::randn({rows, A});
-        const PolicyOutput fused = policy_forward(*net, obs, kAuto);
+        const PolicyOutput fused = fused_forward(*net, obs);
         const PolicyOutput stock = ref->forward(obs.to(at::kDouble));
         EXPECT_LT(relative_error(fused.logits, stock.logits), 2e-5) << what << " logits";
         EXPECT_LT(relative_error(fused.value, stock.value), 2e-5) << what << " value";
@@ -117,7 +117,7 @@ TEST(FastMlpTrainTest, GradientsAccumulateSkipZeroRowsAndUnusedOutputs) {
       at::Tensor gl = at::randn({rows, A}), gv = at::randn({rows});
       gl.slice(0, rows - 30).zero_(), gv.slice(0, rows - 30).zero_();  // the last 30 rows
       gl[rows - 40].zero_(), gv[rows - 40] = 0.0f;  // a zero row before others is still a row
-      const PolicyOutput fused = policy_forward(*net, obs, kAuto);
+      const PolicyOutput fused = fused_forward(*net, obs);
       const PolicyOutput stock = ref->forward(obs.to(at::kDouble));
       auto reduce = [&](const PolicyOutput& out) {
         const at::Tensor l = (out.logits * gl.to(out.logits.scalar_type())).sum();

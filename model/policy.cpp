@@ -115,8 +115,10 @@ at::Tensor gaussian_log_prob(const at::Tensor& x, const at::Tensor& mean,
 }
 
 at::Tensor PolicyNetImpl::features(const at::Tensor& obs) {
-  // Byte observations are pixels in [0, 255]: scaled to [0, 1] for either torso.
-  at::Tensor x = obs.scalar_type() == at::kByte ? obs.to(at::kFloat).div(255.0) : obs;
+  // Preprocessing (pixels to [0, 1]) is the policy face's (model/policy_face.h).
+  PRONGHORN_CHECK(obs.is_floating_point(), "model: observations of dtype ", obs.scalar_type(),
+                  "; the network takes them preprocessed (ObservationPreprocessor)");
+  at::Tensor x = obs;
   if (!spec_.pixels) x = x.reshape({x.size(0), -1});
   return torso_->forward(x);
 }

@@ -1,6 +1,8 @@
 // The policy-and-value network, one class for actors and the learner (same
 // parameters in the same order, so weights travel as one flat float32
-// vector through the weight slab). docs/architecture.md §3.
+// vector through the weight slab). docs/architecture.md §3. Outside model/
+// it is run through the policy face (model/policy_face.h), which
+// preprocesses observations and picks the fused MLP path where it applies.
 //   vector observations → MLP (model.hidden, model.activation)
 //   image observations (uint8 [C, H, W]) → the IMPALA CNN, then the MLP
 //   then, with model.core = "lstm", an LSTM (model/lstm_core.h) whose state
@@ -24,7 +26,7 @@ namespace pronghorn {
 
 struct ModelSpec {
   std::vector<int64_t> obs_shape;  // one observation
-  bool pixels = false;             // uint8 images, scaled to [0, 1]
+  bool pixels = false;             // images [C, H, W]: the IMPALA CNN torso
   int64_t actions = 0;             // categorical: number of actions; Gaussian: dims
   bool continuous = false;
   std::vector<int64_t> hidden = {64, 64};
@@ -51,7 +53,8 @@ class PolicyNetImpl : public torch::nn::Module {
  public:
   explicit PolicyNetImpl(const ModelSpec& spec);
 
-  // obs: [N, obs...] float32, or uint8 for pixels. Feed-forward models only.
+  // obs: [N, obs...] float32, preprocessed (uint8 pixels scaled by
+  // ObservationPreprocessor, model/policy_face.h). Feed-forward models only.
   PolicyOutput forward(const at::Tensor& obs);
 
   // One step of N envs: `state` (initial_state() at an episode's start) is

@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "core/error.h"
+
 namespace pronghorn {
 namespace {
 
@@ -32,13 +34,10 @@ TEST(ModelTest, ImpalaCnnHasThePapersLayersAndShapes) {
   const int64_t heads = (256 * 3 + 3) + (256 + 1);
   EXPECT_EQ(net->parameter_count(), torso + fc + heads);
 
-  at::Tensor frames = at::randint(0, 256, {5, 1, 32, 32}).to(at::kByte);
-  PolicyOutput out = net->forward(frames);
+  PolicyOutput out = net->forward(at::rand({5, 1, 32, 32}));
   EXPECT_EQ(out.logits.sizes(), (at::IntArrayRef{5, 3}));
   EXPECT_EQ(out.value.sizes(), (at::IntArrayRef{5}));
-  // The same frames as floats in [0, 1] give the same outputs: uint8 is scaled.
-  PolicyOutput scaled = net->forward(frames.to(at::kFloat).div(255));
-  EXPECT_TRUE(at::allclose(out.logits, scaled.logits));
+  // uint8 frames are scaled by the policy face: PolicyFaceTest.PixelsAreScaledBeforeTheNetwork.
 }
 
 TEST(ModelTest, ImpalaCnnMatchesAReferenceBuiltFromItsParameters) {
@@ -106,14 +105,15 @@ TEST(ModelTest, TanhMlpMatchesAStockFloat64ReferenceWithGradients) {
   }
 }
 
-TEST(ModelTest, MlpOverPixelsScalesBytes) {
+// An MLP over an image env flattens the frames (their scaling is the policy
+// face's: PolicyFaceTest.PixelsAreScaledBeforeTheNetwork).
+TEST(ModelTest, MlpOverPixelsFlattensThem) {
   ModelSpec spec = pixel_spec();
   spec.pixels = false;  // model.kind = "mlp" on an image env
   PolicyNet net(spec);
   EXPECT_EQ(net->parameter_count(), (1024 * 256 + 256) + (256 * 3 + 3) + (256 + 1));
-  at::Tensor frames = at::randint(0, 256, {4, 1, 32, 32}).to(at::kByte);
-  EXPECT_TRUE(at::allclose(net->forward(frames).logits,
-                           net->forward(frames.to(at::kFloat).div(255)).logits));
+  EXPECT_EQ(net->forward(at::rand({4, 1, 32, 32})).logits.sizes(), (at::IntArrayRef{4, 3}));
+  EXPECT_THROW(net->forward(at::zeros({4, 1, 32, 32}, at::kByte)), Error);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // `pronghorn bench policy`: an actor's inference step (policy forward and
 // sampling of K actions with their log-probs) with the fused MLP path
-// (model.fast_path = auto, model/fast_mlp.h) against LibTorch (off), in the
-// same run, on the env's observations, one thread; median of many steps.
+// (model.fast_path = auto) against LibTorch (off), both through the policy
+// face (model/policy_face.h), in the same run, on the env's observations, one
+// thread; median of many steps.
 // Then the learner's model forward and backward both ways, at the row counts
 // of configs/cartpole.toml's batch (17 · 64) and bench-train's (33 · 1024),
 // and the learner's whole step (Trainer::learn: forward, V-trace, loss,
@@ -20,12 +21,9 @@
 #include "core/config.h"
 #include "envs/env.h"
 #include "learner/trainer.h"
-#include "model/fast_gemm.h"
-#include "model/fast_gemm_avx512.h"
-#include "model/fast_mlp.h"
-#include "model/fast_mlp_train.h"
 #include "model/policy.h"
-#include "model/sampling.h"
+#include "model/policy_bench.h"
+#include "model/policy_face.h"
 #include "model/tensor_runtime.h"
 #include "tools/bench_timing.h"
 #include "tools/cli.h"
@@ -41,8 +39,9 @@ void bench_k(const EnvConfig& env_config, const ModelConfig& model_config, int64
   std::vector<uint8_t> obs(spec.obs_bytes() * K);
   env->reset(obs.data());
   PolicyNet model(model_spec_for(spec, model_config));
-  auto fast = FastMlp::make_for(*model, spec, ModelConfig::FastPath::kAuto, 1);
-  if (!fast) {
+  InferencePolicy stock_policy(model, spec, K, ModelConfig::FastPath::kOff, 1);
+  InferencePolicy fused_policy(model, spec, K, ModelConfig::FastPath::kAuto, 1);
+  if (!fused_policy.fused()) {
     std::cout << fmt::format("bench policy: {}: the fused path does not run this model\n",
                              spec.name);
     return;
@@ -57,14 +56,8 @@ void bench_k(const EnvConfig& env_config, const ModelConfig& model_config, int64
     into.discrete = discrete.data();
   }
   torch::InferenceMode inference;
-  const double stock = median_us(
-      [&] {
-        sample_actions(model->forward(observation_tensor(obs.data(), spec, K)), spec, false, into);
-      },
-      repeats, 10);
-  const double fused = median_us(
-      [&] { fast->act(reinterpret_cast<const float*>(obs.data()), K, spec, false, into); }, repeats,
-      10);
+  const double stock = median_us([&] { stock_policy.act(obs.data(), false, into); }, repeats, 10);
+  const double fused = median_us([&] { fused_policy.act(obs.data(), false, into); }, repeats, 10);
   std::cout << fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.1f}× |\n", spec.name,
                            K, stock, fused, 1e3 * stock / static_cast<double>(K),
                            1e3 * fused / static_cast<double>(K), stock / fused);
@@ -78,14 +71,17 @@ void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config,
   config.num_envs = 1;
   const EnvSpec spec = envs::make_env(config, 1)->spec();
   PolicyNet model(model_spec_for(spec, model_config));
-  std::vector<int64_t> shape = {rows};
+  std::vector<int64_t> shape = {1, rows};  // one step of `rows` envs
   shape.insert(shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
   const at::Tensor obs = at::randn(shape);
   auto step = [&](ModelConfig::FastPath mode) {
+    ModelConfig path_config = model_config;
+    path_config.fast_path = mode;
+    TrainingPolicy policy(model, at::kCPU, path_config, LearnerConfig{});  // the same weights
     return median_us(
         [&] {
           model->zero_grad();
-          const PolicyOutput out = policy_forward(*model, obs, mode);
+          const PolicyOutput out = policy.forward(obs, at::Tensor(), at::Tensor());
           (out.logits.sum() + out.value.sum()).backward();
         },
         repeats, 10);
@@ -97,43 +93,20 @@ void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config,
 }
 
 // The matrix products of the learner's fused forward and backward over
-// `rows` (model/fast_mlp_train.cpp's, at the model's widths), by each
-// backend this CPU has, in µs (median).
+// `rows` (at the model's widths), by each backend this CPU has, in µs
+// (median).
 void bench_products(const EnvConfig& env_config, const ModelConfig& model_config, int64_t rows,
                     int repeats) {
   EnvConfig config = env_config;
   config.num_envs = 1;
   const EnvSpec spec = envs::make_env(config, 1)->spec();
-  const ModelSpec model = model_spec_for(spec, model_config);
-  std::vector<int64_t> width = {1};
-  for (int64_t d : model.obs_shape) width[0] *= d;
-  width.insert(width.end(), model.hidden.begin(), model.hidden.end());
-  width.push_back(model.actions);  // the policy head
-  int64_t widest = 1;
-  for (int64_t w : width) widest = std::max(widest, w);
-  std::vector<float> x(rows * widest, 0.5f), y(rows * widest), w(widest * widest, 0.01f),
-      dw(widest * widest);
-  using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
-                        int64_t, float, float*, int64_t);
-  auto time = [&](Gemm gemm) {
-    return median_us(
-        [&] {
-          for (size_t l = 0; l + 1 < width.size(); ++l) {
-            const int64_t in = width[l], out = width[l + 1];
-            gemm(false, true, rows, out, in, x.data(), in, w.data(), in, 0.0f, y.data(), out);
-            gemm(true, false, out, in, rows, y.data(), out, x.data(), in, 1.0f, dw.data(), in);
-            if (l > 0) {
-              gemm(false, false, rows, in, out, y.data(), out, w.data(), in, 0.0f, x.data(), in);
-            }
-          }
-        },
-        repeats, 10);
-  };
-  const double openblas = time(fast_mlp::gemm_openblas);
-  std::cout << fmt::format("| {} | {} | {:.0f} |", spec.name, rows, openblas);
-  if (fast_mlp::has_avx512()) {
-    const double eigen = time(fast_mlp::gemm_avx512);
-    std::cout << fmt::format(" {:.0f} | {:.2f} |\n", eigen, eigen / openblas);
+  const policy_bench::ProductTimes times = policy_bench::time_learner_products(
+      model_spec_for(spec, model_config), rows,
+      [&](const std::function<void()>& f) { return median_us(f, repeats, 10); });
+  std::cout << fmt::format("| {} | {} | {:.0f} |", spec.name, rows, times.openblas_us);
+  if (times.avx512_us) {
+    std::cout << fmt::format(" {:.0f} | {:.2f} |\n", *times.avx512_us,
+                             *times.avx512_us / times.openblas_us);
   } else {
     std::cout << " (no AVX-512) | |\n";
   }
@@ -193,7 +166,8 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
       ->check(CLI::Range(1, 1000000));
   run = [args] {
     set_compute_threads(1);
-    std::cout << "matrix products: " << fast_mlp::gemm_backend() << " (model/fast_gemm.h)\n\n";
+    std::cout << "matrix products: " << policy_bench::matrix_product_backend()
+              << " (model/fast_gemm.h)\n\n";
     std::cout << "| env | K | LibTorch µs/step | fused µs/step | LibTorch ns/row | fused ns/row "
                  "| speed-up |\n|---|---:|---:|---:|---:|---:|---:|\n";
     for (int64_t K : args->num_envs) bench_k(args->env, args->model, K, args->repeats);

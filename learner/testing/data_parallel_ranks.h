@@ -27,7 +27,7 @@
 #include "envs/env.h"
 #include "learner/data_parallel.h"
 #include "learner/trainer.h"
-#include "model/fast_adam.h"
+#include "model/optimizer_state.h"
 
 namespace pronghorn::learner::testing {
 

@@ -1,0 +1,80 @@
+// The inference half of the policy face (model/policy_face.h): the fused MLP
+// (model/fast_mlp.h) or LibTorch's PolicyNet, chosen in the constructor.
+#include <c10/core/InferenceMode.h>
+
+#include <cstring>
+#include <vector>
+
+#include "model/fast_mlp.h"
+#include "model/policy_face.h"
+
+namespace pronghorn {
+
+InferencePolicy::InferencePolicy(PolicyNet model, const EnvSpec& env, int64_t rows,
+                                 ModelConfig::FastPath mode, uint64_t seed)
+    : model_(std::move(model)),
+      env_(env),
+      rows_(rows),
+      parameter_count_(model_->parameter_count()),
+      fast_(FastMlp::make_for(*model_, env, mode, seed)),
+      core_(model_->initial_state(rows)),
+      keep_(at::ones({rows, 1}, at::kFloat)) {}
+
+InferencePolicy::~InferencePolicy() = default;
+
+void InferencePolicy::load(const float* flat) {
+  if (fast_) {
+    fast_->load(flat);  // `model_` is not run: LibTorch's copies skipped
+  } else {
+    model_->read_flat(flat);
+  }
+}
+
+at::Tensor InferencePolicy::observations(const void* obs) const {
+  return preprocess_(observation_tensor(obs, env_, rows_));
+}
+
+void InferencePolicy::act(const void* obs, bool greedy, const ActionsOut& into) {
+  if (fast_) {
+    fast_->act(static_cast<const float*>(obs), rows_, env_, greedy, into);
+    return;
+  }
+  c10::InferenceMode inference;
+  sample_actions(model_->forward(observations(obs), core_), env_, greedy, into);
+}
+
+void InferencePolicy::values(const void* obs, float* out) {
+  if (fast_) {
+    fast_->values(static_cast<const float*>(obs), rows_, out);
+    return;
+  }
+  c10::InferenceMode inference;
+  CoreState continued = core_;  // forward() replaces it; the envs' own stays
+  const at::Tensor v = model_->forward(observations(obs), continued).value.contiguous();
+  std::memcpy(out, v.data_ptr<float>(), sizeof(float) * rows_);
+}
+
+void InferencePolicy::reset_ended(const uint8_t* terminated, const uint8_t* truncated) {
+  if (!core_.h.defined()) return;
+  float* keep = keep_.data_ptr<float>();
+  bool any = false;
+  for (int64_t k = 0; k < rows_; ++k) {
+    const bool ended = terminated[k] != 0 || truncated[k] != 0;
+    keep[k] = ended ? 0.0f : 1.0f;
+    any |= ended;
+  }
+  if (!any) return;
+  c10::InferenceMode inference;
+  core_ = {core_.h * keep_, core_.c * keep_};
+}
+
+void InferencePolicy::reset() { core_ = model_->initial_state(rows_); }
+
+void InferencePolicy::write_core_state(float* into) const {
+  if (!core_.h.defined()) return;
+  const int64_t n = core_.h.numel();
+  std::memcpy(into, core_.h.contiguous().data_ptr<float>(), sizeof(float) * n);
+  std::memcpy(into + n, core_.c.contiguous().data_ptr<float>(), sizeof(float) * n);
+}
+
+}  // namespace pronghorn
