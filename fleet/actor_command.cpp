@@ -16,4 +16,16 @@ std::vector<std::string> actor_process_args(const ActorTarget& t) {
           std::to_string(t.seed_rank)};
 }
 
+std::vector<std::string> evaluation_process_args(const EvaluationTarget& t) {
+  return {kEvaluationProcessCommand,
+          kConfigFlag,
+          t.config_path,
+          kCheckpointFlag,
+          t.checkpoint,
+          kResultFlag,
+          t.result,
+          kParentFlag,
+          std::to_string(t.parent)};
+}
+
 }  // namespace pronghorn::fleet

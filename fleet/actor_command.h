@@ -1,7 +1,11 @@
-// The one command line of an actor process: what the learner's and an
-// actor-only node's supervisors start (`pronghorn actor-process …`, parsed in
-// tools/cmd_train.cpp with the same flag names). The supervisor appends
-// `--actor-id i` for each actor it starts (fleet/supervisor.h).
+// The command lines of this node's child processes, each said once:
+//   - an actor process: what the learner's and an actor-only node's
+//     supervisors start (`pronghorn actor-process …`, parsed in
+//     tools/cmd_train.cpp with the same flag names). The supervisor appends
+//     `--actor-id i` for each actor it starts (fleet/supervisor.h).
+//   - an evaluation process: what the learner's evaluator starts
+//     (`pronghorn evaluation-process …`, learner/evaluator.h; parsed in
+//     tools/cmd_eval.cpp).
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +23,9 @@ inline constexpr const char* kConfigFlag = "--config";
 inline constexpr const char* kParentFlag = "--learner-pid";
 inline constexpr const char* kSeedRankFlag = "--rank";
 inline constexpr const char* kActorIdFlag = "--actor-id";
+inline constexpr const char* kEvaluationProcessCommand = "evaluation-process";
+inline constexpr const char* kCheckpointFlag = "--checkpoint";
+inline constexpr const char* kResultFlag = "--result";
 
 // Where an actor process writes and what it runs.
 struct ActorTarget {
@@ -32,5 +39,16 @@ struct ActorTarget {
 
 // The arguments after the program name, without `--actor-id`.
 std::vector<std::string> actor_process_args(const ActorTarget& target);
+
+// What an evaluation process evaluates and where it says the result.
+struct EvaluationTarget {
+  std::string config_path;  // the run's resolved config.toml
+  std::string checkpoint;   // the policy to evaluate
+  std::string result;       // the file it writes (actor/evaluation.h's format)
+  pid_t parent = 0;         // it stops when this process is gone
+};
+
+// The arguments after the program name.
+std::vector<std::string> evaluation_process_args(const EvaluationTarget& target);
 
 }  // namespace pronghorn::fleet

@@ -2,83 +2,19 @@
 
 #include <fmt/format.h>
 #include <signal.h>
-#include <spawn.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <thread>
 
 #include "core/error.h"
 #include "fleet/actor_capacity.h"
 #include "fleet/actor_command.h"
-#include "fleet/zygote.h"
-
-// POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
-extern char** environ;  // NOLINT(readability-redundant-declaration)
+#include "fleet/child_process.h"
 
 namespace pronghorn::fleet {
-namespace {
-
-constexpr std::string_view kThisBinary = "/proc/self/exe";
-std::atomic<Zygote*> g_zygote{nullptr};
-
-// The zygote's fork of `args` with `stderr_fd` as its fd 2, or -1.
-pid_t fork_from_zygote(const std::vector<std::string>& args, int stderr_fd) {
-  Zygote* zygote = g_zygote.load();
-  if (zygote == nullptr) return -1;
-  const pid_t pid = zygote->spawn(args, stderr_fd);
-  if (pid < 0) {
-    spdlog::warn("{}; actors start by posix_spawn from now on", zygote->failure());
-    g_zygote = nullptr;
-  }
-  return pid;
-}
-
-// A signal an actor raises itself, from a fault or an abort in its own code
-// or its env's. Any other (SIGKILL, SIGTERM: an operator, the OOM killer, a
-// test) came from outside.
-bool self_raised(int signal) {
-  return signal == SIGSEGV || signal == SIGABRT || signal == SIGBUS || signal == SIGFPE ||
-         signal == SIGILL;
-}
-
-std::string signal_name(int signal) {
-  const char* abbrev = sigabbrev_np(signal);
-  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
-}
-
-// How an actor ended, in words: "killed by SIGSEGV", "exited 1: env plugin …".
-struct Death {
-  std::string how;
-  bool crash = false;
-};
-
-Death death_of(int status, const std::string& last_line) {
-  // The actor's own last words: `pronghorn actor` ends on an error with one
-  // line "pronghorn: <what went wrong>" (tools/main.cpp).
-  constexpr std::string_view kPrefix = "pronghorn: ";
-  const bool said_error = last_line.starts_with(kPrefix);
-  const std::string said = said_error ? last_line.substr(kPrefix.size()) : last_line;
-  if (WIFSIGNALED(status)) {
-    const int signal = WTERMSIG(status);
-    const bool crash = self_raised(signal);
-    // Before an abort, a failed check says where (PRONGHORN_ASSERT).
-    return {
-        fmt::format("killed by {}{}", signal_name(signal), crash && said_error ? ": " + said : ""),
-        crash};
-  }
-  const int code = WEXITSTATUS(status);
-  // Exit 0 is an actor that stopped as asked (SIGTERM from outside).
-  return {fmt::format("exited {}{}", code, said.empty() ? "" : ": " + said), code != 0};
-}
-
-}  // namespace
-
-void start_actors_through(Zygote* zygote) { g_zygote = zygote; }
 
 Supervisor::Supervisor(std::vector<std::string> base_args, int count, SupervisorOptions options)
     : base_args_(std::move(base_args)),
@@ -101,21 +37,7 @@ void Supervisor::start(size_t index) {
   args.push_back(kActorIdFlag);
   args.push_back(std::to_string(index));
   ActorOutput output;
-  pid_t pid = options_.program == kThisBinary ? fork_from_zygote(args, output.child_end()) : -1;
-  if (pid < 0) {
-    output = ActorOutput();  // a failed zygote may still hold the first pipe's end
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, output.child_end(), STDERR_FILENO);
-    const int err =
-        posix_spawn(&pid, options_.program.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    PRONGHORN_CHECK(err == 0, "cannot start actor ", index, ": ", std::strerror(err));
-  }
-  output.close_child_end();  // the pipe now ends when the actor does
+  const pid_t pid = start_child(options_.program, args, output, fmt::format("actor {}", index));
   Actor& a = actors_[index];
   a.output = std::move(output);
   a.pid = pid;
@@ -138,7 +60,7 @@ void Supervisor::start_due(Clock::time_point now) {
 void Supervisor::reaped(size_t index, int status, Clock::time_point now) {
   Actor& a = actors_[index];
   a.output.finish();
-  const Death death = death_of(status, a.output.last_line());
+  const ChildDeath death = death_of(status, a.output.last_line());
   if (death.crash) {
     spdlog::warn("actor {} (pid {}) {}; restarting in {} ms", index, a.pid, death.how,
                  std::chrono::duration_cast<std::chrono::milliseconds>(a.backoff).count());

@@ -34,11 +34,10 @@
 #include <vector>
 
 #include "fleet/actor_output.h"
+#include "fleet/child_process.h"  // start_actors_through
 #include "fleet/actor_watchdog.h"
 
 namespace pronghorn::fleet {
-
-class Zygote;
 
 struct SupervisorOptions {
   std::string program = "/proc/self/exe";  // what an actor executes (tests: /bin/sh)
@@ -46,13 +45,6 @@ struct SupervisorOptions {
   // How long one poll() may spend starting actors; it starts one at least.
   std::chrono::steady_clock::duration start_budget = std::chrono::milliseconds(20);
 };
-
-// The zygote (not owned; it outlives every Supervisor) through which the
-// Supervisors of this process whose program is this binary (the default
-// /proc/self/exe) fork their actors; nullptr, the default: posix_spawn. The
-// first spawn it fails (the zygote dead or late) is logged and that actor
-// and every later one start by posix_spawn.
-void start_actors_through(Zygote* zygote);
 
 class Supervisor {
  public:

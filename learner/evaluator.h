@@ -1,9 +1,17 @@
 // The learner's periodic evaluation (docs/architecture.md §4): a snapshot
-// of the learner's state → its own thread, its own model and envs →
-// evaluate_policy (greedy, run.eval_episodes episodes, evaluation_seed) →
-// the result, and `checkpoints/best.ckpt` when it beats every earlier one.
-// Training never waits for it: start() hands over a copy and returns, and a
-// snapshot offered while one is being evaluated is refused.
+// of the learner's state → `checkpoints/evaluating.ckpt` → an evaluation
+// process (`pronghorn evaluation-process`, started through fleet/ as actors
+// are) that runs actor::evaluate_policy (greedy, run.eval_episodes episodes,
+// evaluation_seed) and writes its returns to `evaluating.result` → the
+// result, and the snapshot renamed `best.ckpt` when it beats every earlier
+// one. Training never waits for it: start() hands over a copy and returns,
+// and a snapshot offered while one is being evaluated is refused.
+//
+// Its own process, so that an env that crashes only at evaluation's batch
+// size (actor/evaluation.h: up to 32 envs) cannot take the learner down: a
+// crash there is an Error from take() naming the env and how the process
+// ended, and the job ends with it as with crashing actors (exit 1). Its
+// stderr passes through the learner's, line by line.
 //
 // best.ckpt is a whole checkpoint (learner/checkpoint.h: optimizer and RNG
 // state too, so it loads and resumes as any other), written atomically; its
@@ -12,7 +20,7 @@
 // best.json holds the evaluation that chose it, so a resumed run replaces
 // it only with a better one.
 // Threads: start(), take(), busy() and the destructor from one thread (the
-// learner's); the evaluation runs on the evaluator's own.
+// learner's); the evaluator's own waits for the evaluation process.
 #pragma once
 
 #include <atomic>
@@ -24,20 +32,20 @@
 #include <string>
 #include <thread>
 
+#include "actor/evaluation.h"
 #include "core/config.h"
-#include "core/env_spec.h"
+#include "fleet/child_process.h"
 #include "learner/checkpoint.h"
-#include "learner/evaluation.h"
-#include "model/policy.h"
 
 namespace pronghorn::learner {
 
 // One finished evaluation, of the policy at `env_steps`.
 struct EvalReport {
-  Evaluation result;
+  actor::Evaluation result;
   uint64_t env_steps = 0;  // of the snapshot evaluated
   bool new_best = false;   // best.ckpt now holds this policy
   std::string best_error;  // set: it was the best, and best.ckpt could not be written
+  std::string skipped;     // set: no evaluation ran (its snapshot could not be written)
 };
 
 // The best evaluation recorded in `folder` (best.json beside best.ckpt), or
@@ -46,10 +54,13 @@ double recorded_best_return(const std::string& folder);
 
 class Evaluator {
  public:
-  // Evaluates `episodes` episodes of `config.env` (a model of `spec` and
-  // `config.model`); best.ckpt goes in `checkpoints` (created if missing).
-  Evaluator(const Config& config, const EnvSpec& spec, std::string checkpoints);
-  // Cancels an evaluation under way and joins the thread.
+  // Evaluates run.eval_episodes episodes of `config` (its file:
+  // `config_path`) with `program` (this binary; tests name it); best.ckpt
+  // goes in `checkpoints` (created if missing).
+  Evaluator(const Config& config, std::string config_path, std::string checkpoints,
+            std::string program = fleet::kThisBinary);
+  // Cancels an evaluation under way (SIGTERM, SIGKILL after 3 s) and joins
+  // the thread.
   ~Evaluator();
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
@@ -59,18 +70,22 @@ class Evaluator {
   bool start(Checkpoint snapshot);
   bool busy() const { return state_.load() != State::kIdle; }
   // The finished evaluation, once (then the evaluator is idle). Rethrows
-  // what the evaluation threw (an env's Error).
+  // what the evaluation threw: an Error naming the env when the evaluation
+  // process crashed.
   std::optional<EvalReport> take();
 
  private:
   enum class State { kIdle, kRunning, kDone };
   void loop();
   void evaluate();
+  // Runs the evaluation process on `snapshot`; its returns, or cancelled.
+  actor::Evaluation run_process(const std::string& snapshot, const std::string& result);
+  void record_best(const std::string& snapshot, EvalReport& report);
 
   const Config config_;
-  const EnvSpec spec_;
-  PolicyNet model_;  // the evaluator thread's, on the CPU; built by the constructor
+  const std::string config_path_;
   const std::string checkpoints_;
+  const std::string program_;
   double best_ = -std::numeric_limits<double>::infinity();  // evaluator thread only
   std::atomic<State> state_{State::kIdle};
   std::atomic<bool> cancel_{false};

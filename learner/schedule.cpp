@@ -19,17 +19,17 @@ constexpr double kCheckpointRetryS = 10;
 Schedule::Schedule(const Config& config, const EnvSpec& spec, const std::string& run_dir, int rank,
                    PolicyTraining& policy, RunStats& stats)
     : c_(config),
-      spec_(spec),
       rank_(rank),
       policy_(policy),
       stats_(stats),
+      config_path_(run_dir + "/config.toml"),
       checkpoints_(run_dir + "/checkpoints"),
       target_(config.run.target_return.value_or(spec.target_return)) {}
 
 void Schedule::start(Clock::time_point now) {
   next_checkpoint_ = now + as_duration(c_.run.checkpoint_interval_s);
   next_eval_ = now + as_duration(c_.run.eval_interval_s);
-  if (rank_ == 0) evaluator_.emplace(c_, spec_, checkpoints_);
+  if (rank_ == 0) evaluator_.emplace(c_, config_path_, checkpoints_);
 }
 
 std::string Schedule::checkpoint() {
@@ -52,13 +52,16 @@ void Schedule::checkpoint_if_due(Clock::time_point now) {
   }
 }
 
-// The evaluator copies the state and runs on its own thread: training goes
-// on meanwhile.
+// The evaluator copies the state and runs it in an evaluation process:
+// training goes on meanwhile.
 void Schedule::evaluate(Clock::time_point now) {
   if (!evaluator_) return;
   const bool at_target = training_at_target();
-  if (std::optional<EvalReport> done = evaluator_->take()) {
-    const Evaluation& e = done->result;
+  std::optional<EvalReport> done = evaluator_->take();
+  if (done && !done->skipped.empty()) {
+    spdlog::error("evaluation skipped: {}; training goes on", done->skipped);
+  } else if (done) {
+    const actor::Evaluation& e = done->result;
     stats_.eval_return_mean = e.mean;
     stats_.eval_return_std = e.std;
     stats_.eval_episodes = e.returns.size();

@@ -52,10 +52,10 @@ class Schedule {
   }
 
   const Config& c_;
-  const EnvSpec& spec_;
   const int rank_;
   PolicyTraining& policy_;
   RunStats& stats_;
+  const std::string config_path_;  // the run's config.toml, for the evaluation process
   const std::string checkpoints_;
   // run.target_return resolved ("auto": the env's own); 0 = off.
   const double target_;

@@ -154,6 +154,28 @@ TEST(ActorFaultsTest, ActorsCrashingBetweenUnrollsEndTheJobOnTheCrashRate) {
   job.expect_nothing_left();
 }
 
+// An env that crashes only at an evaluation's batch size (10 envs for
+// run.eval_episodes = 10) never fails an actor (16 envs): its evaluation
+// process dies, and the job ends as with crashing actors, never the learner
+// killed by the signal.
+TEST(ActorFaultsTest, AnEvaluationThatCrashesEndsTheJobWithOneLineNamingThePlugin) {
+  Job job(crashing("segv10", {"--set", "env.num_envs=16", "--set", "run.eval_episodes=10", "--set",
+                              "run.eval_interval_s=1"}));
+  ASSERT_TRUE(job.ended(60s)) << slurp(job.err);
+  EXPECT_EQ(job.status, 1) << slurp(job.err);
+  EXPECT_TRUE(std::regex_match(
+      job.last_line(),
+      std::regex("pronghorn: the evaluation process \\(pid [0-9]+\\) killed by SIGSEGV; env "
+                 "plugin .*crashing_env[^ ]* \\(env \"segv10\"\\), 10 envs at once "
+                 "\\(run.eval_episodes = 10\\), evaluating the policy at [0-9]+ env steps")))
+      << slurp(job.err);
+  EXPECT_NE(job.last_line().find(CRASHING_ENV), std::string::npos) << job.last_line();
+  EXPECT_EQ(slurp(job.dir + "/exit_status").rfind("1 the evaluation process", 0), 0u)
+      << "the run records how it ended: " << slurp(job.dir + "/exit_status");
+  job.expect_nothing_left();
+  EXPECT_FALSE(std::filesystem::exists(job.dir + "/checkpoints/evaluating.ckpt"));
+}
+
 TEST(ActorFaultsTest, AnEnvStepThatNeverReturnsEndsTheJobAfterTheStallTimeout) {
   Job job(crashing("hang", {"--set", "actor.stall_timeout_s=2"}));
   // It trained before the env hung: a job with no unroll yet waits 60 s

@@ -9,19 +9,28 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <thread>
 
+#include "actor/evaluation.h"
+#include "buffer/process.h"
 #include "core/error.h"
+#include "core/files.h"
+#include "core/logging.h"
 #include "envs/env.h"
+#include "fleet/actor_command.h"
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_model.h"
-#include "learner/evaluation.h"
 #include "model/policy.h"
+#include "model/tensor_runtime.h"
 #include "proto/json_string.h"
 #include "tools/cli.h"
+#include "tools/stop_signal.h"
 
 namespace pronghorn::cli {
 namespace {
@@ -55,6 +64,72 @@ std::string checkpoint_of(const std::string& path) {
   return newest;
 }
 
+struct LoadedPolicy {
+  EnvSpec spec;
+  PolicyNet model;
+};
+
+// The policy of `config` with the parameters of `ckpt` (read from `file`).
+LoadedPolicy policy_of(const Config& config, const std::string& config_path,
+                       const learner::Checkpoint& ckpt, const std::string& file) {
+  EnvConfig one_env = config.env;  // for the spec alone
+  one_env.num_envs = 1;
+  const EnvSpec spec = envs::make_env(one_env, 0)->spec();
+  PolicyNet model(model_spec_for(spec, config.model));
+  const std::string unfit = learner::parameters_unfit(ckpt, learner::parameter_layout(*model));
+  PRONGHORN_CHECK(unfit.empty(), "checkpoint ", file, " does not fit the model of ", config_path,
+                  ": ", unfit);
+  model->read_flat(ckpt.parameters.data());
+  return {spec, model};
+}
+
+// Sets `cancel` once `stop` is set or process `parent` (0: none) is gone,
+// looking every 100 ms for as long as it lives.
+class CancelWatch {
+ public:
+  CancelWatch(const std::atomic<bool>& stop, pid_t parent, std::atomic<bool>& cancel)
+      : thread_([this, &stop, parent, &cancel] {
+          while (!done_.load()) {
+            if (stop.load() || (parent != 0 && !buffer::process_alive(parent, 0))) cancel = true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        }) {}
+  ~CancelWatch() {
+    done_ = true;
+    thread_.join();
+  }
+  CancelWatch(const CancelWatch&) = delete;
+  CancelWatch& operator=(const CancelWatch&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: started once done_ exists
+};
+
+// The learner's periodic evaluation, in a process of its own (learner/
+// evaluator.h): greedy, run.eval_episodes episodes from the run's evaluation
+// seed, as `pronghorn eval` runs them; the returns go to the result file.
+// Stops early on SIGTERM or once the learner is gone.
+void run_evaluation_process(const fleet::EvaluationTarget& target) {
+  init_logging("evaluation", "info");
+  const std::atomic<bool>& stop = install_stop_handlers();
+  const Config config = load_config(target.config_path, {});
+  set_compute_threads(static_cast<int>(config.actor.threads));
+  const learner::Checkpoint ckpt = learner::load_checkpoint(target.checkpoint);
+  PolicyNet model = policy_of(config, target.config_path, ckpt, target.checkpoint).model;
+  const uint64_t seed = actor::evaluation_seed(static_cast<uint64_t>(config.run.seed));
+  torch::manual_seed(seed);
+  std::atomic<bool> cancel{false};
+  actor::Evaluation e;
+  {
+    const CancelWatch watch(stop, target.parent, cancel);
+    e = actor::evaluate_policy(model, config.env, config.run.eval_episodes, /*greedy=*/true, seed,
+                               &cancel, config.model.fast_path);
+  }
+  PRONGHORN_CHECK(write_file_atomically(target.result, actor::format_evaluation(e)),
+                  "evaluation result ", target.result, ": cannot write it");
+}
+
 void run_eval(const EvalArgs& args) {
   if (args.path.empty() == args.checkpoint.empty()) {
     throw UsageError("eval: name one run directory or checkpoint (RUN_DIR, or --checkpoint FILE)");
@@ -70,19 +145,12 @@ void run_eval(const EvalArgs& args) {
   const fs::path run_dir = fs::path(file).parent_path().parent_path();
   const std::string config_path = (run_dir / "config.toml").string();
   const Config config = load_config(config_path, {});
-  EnvConfig one_env = config.env;  // for the spec alone
-  one_env.num_envs = 1;
-  const EnvSpec spec = envs::make_env(one_env, 0)->spec();
-  PolicyNet model(model_spec_for(spec, config.model));
-  const std::string unfit = learner::parameters_unfit(ckpt, learner::parameter_layout(*model));
-  PRONGHORN_CHECK(unfit.empty(), "checkpoint ", file, " does not fit the model of ", config_path,
-                  ": ", unfit);
-  model->read_flat(ckpt.parameters.data());
+  auto [spec, model] = policy_of(config, config_path, ckpt, file);
   const uint64_t seed =
-      args.seed.value_or(learner::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
+      args.seed.value_or(actor::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
   const int64_t episodes = args.episodes.value_or(config.run.eval_episodes);
   torch::manual_seed(seed);
-  const learner::Evaluation e = learner::evaluate_policy(model, config.env, episodes, !args.sample,
+  const actor::Evaluation e = actor::evaluate_policy(model, config.env, episodes, !args.sample,
                                                          seed, nullptr, config.model.fast_path);
   const char* policy = args.sample ? "sampled" : "greedy";
   if (args.json) {
@@ -119,6 +187,21 @@ Command add_eval_command(CLI::App& app) {
   command->add_option("--seed", args->seed,
                       "seed of the envs and the sampling (default: the run's evaluation seed)");
   return {command, [args] { run_eval(*args); }};
+}
+
+Command add_evaluation_process_command(CLI::App& app) {
+  auto target = std::make_shared<fleet::EvaluationTarget>();
+  CLI::App* command = app.add_subcommand(fleet::kEvaluationProcessCommand,
+                                         "An evaluation process, started by the learner");
+  command->group("");  // internal: not listed in --help
+  // The command line fleet/actor_command.h builds.
+  command->add_option(fleet::kConfigFlag, target->config_path, "the run's config.toml")
+      ->required();
+  command->add_option(fleet::kCheckpointFlag, target->checkpoint, "the policy to evaluate")
+      ->required();
+  command->add_option(fleet::kResultFlag, target->result, "where the returns go")->required();
+  command->add_option(fleet::kParentFlag, target->parent, "stop when this process is gone");
+  return {command, [target] { run_evaluation_process(*target); }};
 }
 
 }  // namespace pronghorn::cli

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/suggest.h"
-#include "fleet/supervisor.h"
+#include "fleet/child_process.h"
 #include "fleet/zygote.h"
 #include "kernels/accelerator.h"
 #include "tools/cli.h"
@@ -96,7 +96,7 @@ int run_command_line(const std::vector<std::string>& args, bool top) {
       pronghorn::cli::add_clean_command(app),      pronghorn::cli::add_config_command(app),
       pronghorn::cli::add_envs_command(app),       pronghorn::cli::add_bench_command(app),
       pronghorn::cli::add_actor_command(app),      pronghorn::cli::add_actor_process_command(app),
-      pronghorn::cli::add_probe_env_command(app),
+      pronghorn::cli::add_probe_env_command(app),  pronghorn::cli::add_evaluation_process_command(app),
   };
   // Set after the subcommands exist, so they do not inherit it: leftovers
   // reach reject_leftovers() only at the top level, to be named there.

@@ -10,6 +10,8 @@
  *   hang   steps normally for 3 unrolls of 16 steps, then never returns
  *   flaky  every 50th step fails with the message "flaky step": each actor
  *          life commits unrolls first
+ *   segv10 the second step writes through a null pointer, but only in a
+ *          batch of exactly 10 envs (an evaluation's, never an actor's 16)
  *
  * Otherwise a dull env: obs float32[4] of zeros, two actions, reward 1,
  * episodes of 10 steps. */
@@ -22,7 +24,7 @@
 #include "pronghorn_env.h"
 
 enum { OBS = 4, EPISODE = 10, HANG_AFTER = 3 * 16, FLAKY_EVERY = 50 };
-enum { SEGV, ABORT, EXIT, ERROR, HANG, FLAKY, NONE };
+enum { SEGV, ABORT, EXIT, ERROR, HANG, FLAKY, SEGV_AT_10, NONE };
 
 struct pronghorn_env {
   int32_t mode;
@@ -61,7 +63,8 @@ static int step(pronghorn_env* env, const void* actions, void* obs, float* rewar
   (void)actions;
   (void)final_obs;
   env->steps += 1;
-  switch (env->steps > 1 ? env->mode : NONE) {
+  const int32_t mode = env->mode == SEGV_AT_10 && env->num_envs == 10 ? SEGV : env->mode;
+  switch (env->steps > 1 ? mode : NONE) {
     case SEGV: {
       volatile int* nowhere = NULL;
       *nowhere = 1;
@@ -111,11 +114,12 @@ static void destroy(pronghorn_env* env) {
 
 /* In the order of the modes above: the spec index is the mode. */
 static const pronghorn_env_spec kSpecs[] = {SPEC("segv"),  SPEC("abort"), SPEC("exit"),
-                                            SPEC("error"), SPEC("hang"),  SPEC("flaky")};
+                                            SPEC("error"), SPEC("hang"),  SPEC("flaky"),
+                                            SPEC("segv10")};
 
 static const pronghorn_env_plugin kPlugin = {
     .abi_version = PRONGHORN_ENV_ABI_VERSION,
-    .num_specs = 6,
+    .num_specs = 7,
     .specs = kSpecs,
     .create = create,
     .reset = reset,

@@ -1,4 +1,7 @@
-#include "learner/evaluation.h"
+// The learner's evaluator against real evaluation processes of the
+// pronghorn binary (PRONGHORN_BIN): best.ckpt and best.json, the returns
+// `pronghorn eval`'s function gives, cancellation.
+#include "learner/evaluator.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -6,19 +9,21 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
+#include "core/error.h"
 #include "core/files.h"
 #include "envs/env.h"
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_model.h"
-#include "learner/evaluator.h"
 
 namespace pronghorn::learner {
 namespace {
 
 namespace fs = std::filesystem;
+using actor::Evaluation;
+using actor::evaluate_policy;
+using actor::evaluation_seed;
 
 PolicyNet model_for(const Config& config, uint64_t seed) {
   torch::manual_seed(seed);
@@ -27,87 +32,26 @@ PolicyNet model_for(const Config& config, uint64_t seed) {
   return PolicyNet(model_spec_for(envs::make_env(one, 0)->spec(), config.model));
 }
 
-// The greedy returns of `model` computed the long way: K envs, argmax of the
-// logits row by row, each env's first episode.
-std::vector<double> first_episode_returns(PolicyNet& model, const EnvConfig& config, int64_t k,
-                                          uint64_t seed) {
-  EnvConfig c = config;
-  c.num_envs = k;
-  auto env = envs::make_env(c, seed);
-  const EnvSpec& spec = env->spec();
-  std::vector<float> obs(spec.obs_elements() * k), rewards(k);
-  std::vector<uint8_t> terminated(k), truncated(k);
-  std::vector<int32_t> actions(k);
-  std::vector<double> sums(k, 0.0);
-  std::vector<bool> ended(k, false);
-  env->reset(obs.data());
-  torch::NoGradGuard no_grad;
-  for (int64_t done = 0; done < k;) {
-    const at::Tensor logits =
-        model->forward(torch::from_blob(obs.data(), {k, spec.obs_elements()})).logits;
-    for (int64_t i = 0; i < k; ++i) actions[i] = logits[i].argmax().item<int32_t>();
-    env->step(actions.data(),
-              {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
-    for (int64_t i = 0; i < k; ++i) {
-      if (ended[i]) continue;
-      sums[i] += rewards[i];
-      if (terminated[i] || truncated[i]) {
-        ended[i] = true;
-        ++done;
-      }
-    }
-  }
-  return sums;
-}
-
-TEST(EvaluationTest, GreedyReturnsMatchAnIndependentLoop) {
-  const Config config = load_config("", {});
-  for (uint64_t weights : {1, 2, 3}) {
-    PolicyNet model = model_for(config, weights);
-    const Evaluation e = evaluate_policy(model, config.env, 8, true, 77);
-    std::vector<double> expected = first_episode_returns(model, config.env, 8, 77);
-    std::vector<double> got = e.returns;
-    std::sort(expected.begin(), expected.end());
-    std::sort(got.begin(), got.end());
-    EXPECT_EQ(got, expected) << "weights " << weights;
-    double mean = 0;
-    for (double r : expected) mean += r / 8;
-    EXPECT_NEAR(e.mean, mean, 1e-9);
-    EXPECT_GE(e.env_steps, static_cast<uint64_t>(8 * e.max));
-  }
-}
-
-TEST(EvaluationTest, GreedyIsRepeatableAndSamplingIsNot) {
-  const Config config = load_config("", {"env.name=pendulum"});
-  PolicyNet model = model_for(config, 5);
-  const Evaluation a = evaluate_policy(model, config.env, 6, true, 9);
-  torch::manual_seed(123);  // greedy draws nothing: the generator's state does not matter
-  const Evaluation b = evaluate_policy(model, config.env, 6, true, 9);
-  EXPECT_EQ(a.returns, b.returns);
-  ASSERT_EQ(a.returns.size(), 6u);
-  torch::manual_seed(1);
-  const Evaluation s1 = evaluate_policy(model, config.env, 6, false, 9);
-  torch::manual_seed(2);
-  const Evaluation s2 = evaluate_policy(model, config.env, 6, false, 9);
-  EXPECT_NE(s1.returns, s2.returns) << "sampled actions differ with the generator";
-}
-
-TEST(EvaluationTest, MoreEpisodesThanEnvsTakeSeveralRounds) {
-  const Config config = load_config("", {});
-  PolicyNet model = model_for(config, 4);
-  const Evaluation e = evaluate_policy(model, config.env, 70, true, 3);  // 32 + 32 + 6
-  EXPECT_EQ(e.returns.size(), 70u);
-  // A greedy policy on CartPole from the same seed: the same 32 first
-  // episodes in every round is not guaranteed (the envs' generators move on),
-  // but every episode is one of CartPole's (1 to 500 steps).
-  for (double r : e.returns) EXPECT_TRUE(r >= 1 && r <= 500) << r;
-}
-
 std::string fresh_folder(const char* what) {
   std::string dir = ::testing::TempDir() + "/eval-" + std::to_string(getpid()) + "-" + what;
   fs::remove_all(dir);
   return dir;
 }
+
+// An evaluator of `config` as a run has one: the config written beside its
+// checkpoints folder.
+struct EvaluatorOf {
+  explicit EvaluatorOf(const Config& config, const std::string& folder)
+      : config_path(write_config(config, folder)),
+        evaluator(config, config_path, folder, PRONGHORN_BIN) {}
+  static std::string write_config(const Config& config, const std::string& folder) {
+    const std::string path = folder + ".config.toml";
+    write_file_atomically(path, to_toml(config));
+    return path;
+  }
+  std::string config_path;
+  Evaluator evaluator;
+};
 
 Checkpoint snapshot_of(PolicyNet& model, uint64_t env_steps) {
   Checkpoint c;
@@ -134,12 +78,12 @@ EvalReport wait_report(Evaluator& evaluator) {
 
 TEST(EvaluatorTest, WritesBestOnlyOnImprovementAndAgreesWithEvaluatePolicy) {
   const Config config = load_config("", {"run.eval_episodes=5"});
-  const EnvSpec spec = envs::make_env(EnvConfig{}, 0)->spec();
   const std::string folder = fresh_folder("best");
   const std::string best = folder + "/" + kBestCheckpointName;
   PolicyNet model = model_for(config, 11);
   {
-    Evaluator evaluator(config, spec, folder);
+    EvaluatorOf of(config, folder);
+    Evaluator& evaluator = of.evaluator;
     ASSERT_TRUE(evaluator.start(snapshot_of(model, 1000)));
     EXPECT_FALSE(evaluator.start(snapshot_of(model, 2000))) << "one at a time";
     const EvalReport first = wait_report(evaluator);
@@ -160,13 +104,15 @@ TEST(EvaluatorTest, WritesBestOnlyOnImprovementAndAgreesWithEvaluatePolicy) {
   // A resumed run knows the best so far: only a better evaluation replaces it.
   write_file_atomically(folder + "/best.json", "{\"eval_return_mean\": 1e9}\n");
   {
-    Evaluator evaluator(config, spec, folder);
+    EvaluatorOf of(config, folder);
+    Evaluator& evaluator = of.evaluator;
     ASSERT_TRUE(evaluator.start(snapshot_of(model, 4000)));
     EXPECT_FALSE(wait_report(evaluator).new_best);
   }
   write_file_atomically(folder + "/best.json", "{\"eval_return_mean\": -1}\n");
   {
-    Evaluator evaluator(config, spec, folder);
+    EvaluatorOf of(config, folder);
+    Evaluator& evaluator = of.evaluator;
     ASSERT_TRUE(evaluator.start(snapshot_of(model, 5000)));
     EXPECT_TRUE(wait_report(evaluator).new_best);
     EXPECT_EQ(load_checkpoint(best).counters.env_steps, 5000u);
@@ -189,6 +135,35 @@ TEST(EvaluatorTest, BestCheckpointOutlivesPruningAndIsNeverTheNewest) {
   fs::remove_all(folder);
 }
 
+// An evaluation process that fails (here a program that only exits 1) is an
+// Error from take() naming the env and how the process ended: the learner
+// ends the job with it.
+TEST(EvaluatorTest, AFailedEvaluationProcessIsAnErrorNamingTheEnv) {
+  const Config config = load_config("", {"run.eval_episodes=5"});
+  const std::string folder = fresh_folder("failed");
+  PolicyNet model = model_for(config, 2);
+  Evaluator evaluator(config, EvaluatorOf::write_config(config, folder), folder, "/bin/false");
+  ASSERT_TRUE(evaluator.start(snapshot_of(model, 700)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string error;
+  while (error.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (evaluator.take()) ADD_FAILURE() << "a report from a failed evaluation";
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(error.starts_with("the evaluation process (pid ")) << error;
+  EXPECT_NE(error.find(") exited 1; env cartpole, 5 envs at once (run.eval_episodes = 5), "
+                       "evaluating the policy at 700 env steps"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(fs::exists(folder + "/evaluating.ckpt")) << "its snapshot is removed";
+  EXPECT_FALSE(fs::exists(folder + "/" + kBestCheckpointName));
+  fs::remove_all(folder);
+}
+
 TEST(EvaluatorTest, DestructionCancelsALongEvaluation) {
   // 100000 episodes of CartPole would take minutes: destroying the
   // evaluator must not wait for them.
@@ -196,7 +171,8 @@ TEST(EvaluatorTest, DestructionCancelsALongEvaluation) {
   PolicyNet model = model_for(config, 1);
   const auto start = std::chrono::steady_clock::now();
   {
-    Evaluator evaluator(config, envs::make_env(EnvConfig{}, 0)->spec(), fresh_folder("cancel"));
+    EvaluatorOf of(config, fresh_folder("cancel"));
+    Evaluator& evaluator = of.evaluator;
     ASSERT_TRUE(evaluator.start(snapshot_of(model, 100)));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     EXPECT_TRUE(evaluator.busy());

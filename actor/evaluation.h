@@ -1,8 +1,9 @@
 // Evaluation of a policy (docs/architecture.md §4): N episodes on envs of
 // its own, never the actors', with the greedy policy (the most likely action,
-// or the Gaussian's mean) or sampled actions. One function for the learner's
-// periodic evaluation (learner/evaluator.h) and `pronghorn eval`, so the two
-// give the same numbers for the same weights and seed.
+// or the Gaussian's mean) or sampled actions, through the actors' acting
+// loop (actor/acting.h). One function for the learner's periodic evaluation
+// (an evaluation process: learner/evaluator.h) and `pronghorn eval`, so the
+// two give the same numbers for the same weights and seed.
 //
 // Episodes: K = min(N, 32) envs step as one batch, and each env contributes
 // only its first episode of a round (taking whichever episodes of K envs end
@@ -11,14 +12,16 @@
 // returns (greedy), whatever the thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "model/policy.h"
 
-namespace pronghorn::learner {
+namespace pronghorn::actor {
 
 struct Evaluation {
   std::vector<double> returns;                 // one per episode, in the order they ended
@@ -27,10 +30,23 @@ struct Evaluation {
   bool cancelled = false;                      // `cancel` was set: returns are partial
 };
 
+// Sets mean, std, min and max from `e.returns` (zeros when there are none).
+void summarise(Evaluation& e);
+
 // The envs' seed for run.seed: the same at every evaluation of a run (so
 // evaluations differ only by their weights), and apart from every actor's
 // env seeds (actor/actor.cpp: seed * 100003 + 7 * stream + 1).
 inline uint64_t evaluation_seed(uint64_t run_seed) { return run_seed * 100003 + 5; }
+
+// An evaluation as a file, for the process that ran it to hand to the
+// learner: "env_steps N", "cancelled 0|1", then one "return R" per episode,
+// exactly (17 significant digits). parse_evaluation() throws Error on text
+// not of this form, and summarises what it read.
+std::string format_evaluation(const Evaluation& e);
+Evaluation parse_evaluation(const std::string& text);
+
+// How many envs an evaluation of `episodes` episodes steps at once.
+inline int64_t evaluation_envs(int64_t episodes) { return std::clamp<int64_t>(episodes, 1, 32); }
 
 // Runs `model` (on the CPU) for `episodes` episodes of the env `env_config`
 // names, seeded with `seed`, through the policy face (model/policy_face.h;
@@ -42,4 +58,4 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
                            bool greedy, uint64_t seed, const std::atomic<bool>* cancel = nullptr,
                            ModelConfig::FastPath fast_path = ModelConfig::FastPath::kAuto);
 
-}  // namespace pronghorn::learner
+}  // namespace pronghorn::actor

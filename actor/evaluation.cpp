@@ -1,0 +1,104 @@
+#include "actor/evaluation.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "actor/acting.h"
+#include "core/error.h"
+#include "envs/env.h"
+
+namespace pronghorn::actor {
+
+void summarise(Evaluation& e) {
+  e.mean = e.std = e.min = e.max = 0;
+  if (e.returns.empty()) return;
+  const double n = static_cast<double>(e.returns.size());
+  e.mean = std::accumulate(e.returns.begin(), e.returns.end(), 0.0) / n;
+  double squares = 0;
+  for (double r : e.returns) squares += (r - e.mean) * (r - e.mean);
+  e.std = std::sqrt(squares / n);
+  e.min = *std::min_element(e.returns.begin(), e.returns.end());
+  e.max = *std::max_element(e.returns.begin(), e.returns.end());
+}
+
+Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_t episodes,
+                           bool greedy, uint64_t seed, const std::atomic<bool>* cancel,
+                           ModelConfig::FastPath fast_path) {
+  EnvConfig config = env_config;
+  config.num_envs = evaluation_envs(episodes);
+  torch::InferenceMode inference;
+  const auto sampler_seed = static_cast<uint64_t>(
+      at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
+  ActingLoop acting(envs::make_env(config, seed), model, fast_path, sampler_seed);
+  const EnvSpec& spec = acting.spec();
+  const int64_t k = acting.num_envs();
+  const bool discrete = spec.action_kind == ActionKind::kDiscrete;
+
+  std::vector<uint8_t> obs(spec.obs_bytes() * k);  // [K, obs...], stepped in place
+  std::vector<float> rewards(k);
+  std::vector<uint8_t> terminated(k), truncated(k);
+  std::vector<int32_t> discrete_actions(discrete ? k : 0);
+  std::vector<uint8_t> counted(k, 0);  // this env's episode of the round is in `returns`
+  int64_t counted_this_round = 0;
+  Evaluation e;
+  // Each env gives only its first episode of a round (taking whichever
+  // episodes end first would favour the short ones).
+  const ActingLoop::EpisodeEnd count = [&](int64_t env, double episode_return, int32_t) {
+    if (counted[env]) return;
+    e.returns.push_back(episode_return);
+    counted[env] = 1;
+    ++counted_this_round;
+  };
+  const ActingLoop::StepInto into{
+      .env = {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr}};
+  acting.reset(obs.data());
+  while (static_cast<int64_t>(e.returns.size()) < episodes) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+      e.cancelled = true;
+      break;
+    }
+    // The env reads the actions before it writes the next observations.
+    acting.step(obs.data(), greedy, {.discrete = discrete ? discrete_actions.data() : nullptr},
+                into, count);
+    e.env_steps += static_cast<uint64_t>(k);
+    if (counted_this_round == k) {  // every env gave one: a fresh round of first episodes
+      std::fill(counted.begin(), counted.end(), 0);
+      counted_this_round = 0;
+      acting.reset(obs.data());
+    }
+  }
+  if (static_cast<int64_t>(e.returns.size()) > episodes) e.returns.resize(episodes);
+  summarise(e);
+  return e;
+}
+
+std::string format_evaluation(const Evaluation& e) {
+  std::string text = fmt::format("env_steps {}\ncancelled {}\n", e.env_steps, e.cancelled ? 1 : 0);
+  for (double r : e.returns) text += fmt::format("return {:.17g}\n", r);
+  return text;
+}
+
+Evaluation parse_evaluation(const std::string& text) {
+  Evaluation e;
+  std::istringstream in(text);
+  std::string key, cancelled;
+  PRONGHORN_CHECK((in >> key >> e.env_steps) && key == "env_steps" && (in >> key >> cancelled) &&
+                      key == "cancelled" && (cancelled == "0" || cancelled == "1"),
+                  "evaluation result: no \"env_steps N\" and \"cancelled 0|1\" lines");
+  e.cancelled = cancelled == "1";
+  double r = 0;
+  while (in >> key >> r) {
+    PRONGHORN_CHECK(key == "return", "evaluation result: \"", key, "\" where a return was due");
+    e.returns.push_back(r);
+  }
+  PRONGHORN_CHECK(in.eof(), "evaluation result: a return that is not a number");
+  summarise(e);
+  return e;
+}
+
+}  // namespace pronghorn::actor
