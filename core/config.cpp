@@ -13,6 +13,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/config_kinds.h"
 #include "core/config_schema.h"
 #include "core/error.h"
 #include "core/suggest.h"
@@ -55,139 +56,31 @@ std::string quoted(std::string_view s) {
 namespace {
 
 using config_schema::check_combinations;
-using config_schema::ChoiceRef;
 using config_schema::fail;
 using config_schema::Field;
 using config_schema::quoted;
 
-// Words given for a choice key that name none of its choices, by key: kept
-// until validation refuses them in table order, as it refuses any value out
-// of range, unless a later source sets the key to a valid word.
-using Unmatched = std::map<std::string, std::string>;
-
-// The word an "auto or an integer" key takes for "auto" (its empty value).
-constexpr std::string_view kAuto = "auto";
-
-std::string format_number(double v) {
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (std::isnan(v)) return "nan";
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
+using config_schema::format_number;
+using config_schema::KindContext;
+using config_schema::node_text;
+using config_schema::Unmatched;
+using config_schema::with_kind;
 
 std::string format_value(const Field& field) {
-  struct Visitor {
-    const Field& field;
-    std::string operator()(int64_t* v) const { return std::to_string(*v); }
-    std::string operator()(double* v) const { return format_number(*v); }
-    std::string operator()(std::string* v) const { return quoted(*v); }
-    std::string operator()(std::vector<int64_t>* v) const {
-      return "[" + fmt::format("{}", fmt::join(*v, ", ")) + "]";
-    }
-    std::string operator()(bool* v) const { return *v ? "true" : "false"; }
-    std::string operator()(std::optional<int64_t>* v) const {
-      return v->has_value() ? std::to_string(**v) : quoted(kAuto);
-    }
-    std::string operator()(std::optional<double>* v) const {
-      return v->has_value() ? format_number(**v) : quoted(kAuto);
-    }
-    std::string operator()(ChoiceRef v) const {
-      const int index = v.get(v.target);
-      return index >= 0 && index < static_cast<int>(field.choices.size())
-                 ? quoted(field.choices[static_cast<size_t>(index)])
-                 : std::to_string(index);
-    }
-  };
-  return std::visit(Visitor{field}, field.target);
+  return with_kind(field, [&](auto kind, auto target) { return kind.format(target, field); });
 }
 
-std::string node_text(const toml::node& node) {
-  if (node.is_string()) return quoted(node.as_string()->get());  // toml++ would use '...'
-  std::ostringstream out;
-  node.visit([&out](const auto& value) { out << value; });
-  return out.str();
-}
-
-// Stores the index of `word` in the field's choices, or keeps the word in
-// `unmatched` for check_ranges to refuse.
-void set_choice(const Field& field, const std::string& word, Unmatched& unmatched) {
-  const auto found = std::find(field.choices.begin(), field.choices.end(), word);
-  if (found == field.choices.end()) {
-    unmatched[field.name()] = word;
-    return;
-  }
-  unmatched.erase(field.name());
-  const ChoiceRef& ref = std::get<ChoiceRef>(field.target);
-  ref.set(ref.target, static_cast<int>(found - field.choices.begin()));
+std::string type_name(const Field& field) {
+  return with_kind(field, [](auto kind, auto) { return std::string(kind.kName); });
 }
 
 // Stores `node` into the field's value, or fails naming the field and the value.
 void assign(const Field& field, const toml::node& node, const std::string& origin,
             Unmatched& unmatched) {
-  auto wrong_type = [&] {
-    fail(fmt::format("{}: {} = {}: expected {}", origin, field.name(), node_text(node),
-                     config_schema::type_name(field.target)));
-  };
-  struct Visitor {
-    const toml::node& node;
-    const decltype(wrong_type)& wrong;
-    const Field& field;
-    Unmatched& unmatched;
-    void operator()(int64_t* v) const {
-      if (!node.is_integer()) wrong();
-      *v = node.as_integer()->get();
-    }
-    void operator()(double* v) const {
-      if (node.is_integer())
-        *v = static_cast<double>(node.as_integer()->get());
-      else if (node.is_floating_point())
-        *v = node.as_floating_point()->get();
-      else
-        wrong();
-    }
-    void operator()(std::string* v) const {
-      if (!node.is_string()) wrong();
-      *v = node.as_string()->get();
-    }
-    void operator()(std::vector<int64_t>* v) const {
-      const toml::array* array = node.as_array();
-      if (array == nullptr) wrong();
-      std::vector<int64_t> items;
-      for (const toml::node& item : *array) {
-        if (!item.is_integer()) wrong();
-        items.push_back(item.as_integer()->get());
-      }
-      *v = std::move(items);
-    }
-    void operator()(bool* v) const {
-      if (!node.is_boolean()) wrong();
-      *v = node.as_boolean()->get();
-    }
-    void operator()(std::optional<int64_t>* v) const {
-      if (node.is_integer())
-        *v = node.as_integer()->get();
-      else if (node.is_string() && node.as_string()->get() == kAuto)
-        *v = std::nullopt;
-      else
-        wrong();
-    }
-    void operator()(std::optional<double>* v) const {
-      if (node.is_integer())
-        *v = static_cast<double>(node.as_integer()->get());
-      else if (node.is_floating_point())
-        *v = node.as_floating_point()->get();
-      else if (node.is_string() && node.as_string()->get() == kAuto)
-        *v = std::nullopt;
-      else
-        wrong();
-    }
-    void operator()(ChoiceRef) const {
-      if (!node.is_string()) wrong();
-      set_choice(field, node.as_string()->get(), unmatched);
-    }
-  };
-  std::visit(Visitor{node, wrong_type, field, unmatched}, field.target);
+  KindContext ctx{field, unmatched};
+  const std::string error =
+      with_kind(field, [&](auto kind, auto target) { return kind.read(target, node, ctx); });
+  if (!error.empty()) fail(fmt::format("{}: {} = {}: {}", origin, field.name(), node_text(node), error));
 }
 
 std::vector<std::string> section_names(const std::vector<Field>& table) {
@@ -248,25 +141,21 @@ void apply_override(std::vector<Field>& table, const std::string& text, Unmatche
   std::string section = text.substr(0, dot);
   std::string key = text.substr(dot + 1, eq - dot - 1);
   std::string value = text.substr(eq + 1);
+  // section.key.name=value: one entry of a free-form table.
+  const size_t entry_dot = key.find('.');
+  const std::string entry = entry_dot == std::string::npos ? "" : key.substr(entry_dot + 1);
+  if (entry_dot != std::string::npos) key.resize(entry_dot);
   const Field& field = find_field(table, section, key, origin);
+  auto* options = std::get_if<OptionTable*>(&field.target);
+  if (entry_dot != std::string::npos && options == nullptr) {
+    fail(fmt::format("{}: {} is not a table; expected section.key=value", origin, field.name()));
+  }
 
-  // Strings and choices may be written bare (--set env.name=cartpole); the rest is TOML.
-  bool bare_string = (std::holds_alternative<std::string*>(field.target) ||
-                      std::holds_alternative<ChoiceRef>(field.target)) &&
-                     (value.empty() || (value.front() != '"' && value.front() != '\''));
-  if (bare_string) {
-    if (auto* v = std::get_if<std::string*>(&field.target))
-      **v = value;
-    else
-      set_choice(field, value, unmatched);
-    return;
-  }
-  if (auto* v = std::get_if<std::optional<int64_t>*>(&field.target); v && value == kAuto) {
-    **v = std::nullopt;  // --set actor.count=auto, unquoted
-    return;
-  }
-  if (auto* v = std::get_if<std::optional<double>*>(&field.target); v && value == kAuto) {
-    **v = std::nullopt;  // --set run.target_return=auto
+  // Strings, choices and "auto" may be written bare (--set env.name=cartpole); the rest is TOML.
+  KindContext ctx{field, unmatched};
+  if (entry.empty() && with_kind(field, [&](auto kind, auto target) {
+        return kind.read_word(target, value, ctx);
+      })) {
     return;
   }
   check_limits("v = " + value, kMaxOverrideBytes, origin);
@@ -274,53 +163,24 @@ void apply_override(std::vector<Field>& table, const std::string& text, Unmatche
   try {
     parsed = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
-    fail(fmt::format("{}: {} = {}: expected {} written as in TOML", origin, field.name(), value,
-                     config_schema::type_name(field.target)));
+    fail(fmt::format("{}: {} = {}: expected {} written as in TOML", origin,
+                     entry.empty() ? field.name() : field.name() + "." + entry, value,
+                     entry.empty() ? type_name(field) : "a value"));
   }
-  assign(field, *parsed.get("v"), origin, unmatched);
+  if (entry.empty()) {
+    assign(field, *parsed.get("v"), origin, unmatched);
+    return;
+  }
+  const std::string error = config_schema::Kind<OptionTable*>::read_entry(*options, entry, *parsed.get("v"));
+  if (!error.empty()) fail(fmt::format("{}: {}: {}", origin, field.name(), error));
 }
 
-void check_ranges(Config& config, const Unmatched& unmatched) {
+void check_ranges(Config& config, Unmatched& unmatched) {
   for (const Field& f : config_schema::fields(config)) {
-    auto out_of_range = [&](double v) { return !(v >= f.min && v <= f.max); };
-    bool integral = !std::holds_alternative<double*>(f.target) &&
-                    !std::holds_alternative<std::optional<double>*>(f.target);
-    std::string range =
-        integral
-            ? fmt::format("in [{}, {}]", static_cast<int64_t>(f.min), static_cast<int64_t>(f.max))
-            : fmt::format("in [{}, {}]", format_number(f.min), format_number(f.max));
-    if (auto* v = std::get_if<int64_t*>(&f.target); v && out_of_range(static_cast<double>(**v))) {
-      fail(fmt::format("{} = {}: expected an integer {}", f.name(), **v, range));
-    }
-    if (auto* v = std::get_if<std::optional<int64_t>*>(&f.target);
-        v && **v && out_of_range(static_cast<double>(***v))) {
-      fail(fmt::format("{} = {}: expected {} or an integer {}", f.name(), ***v, quoted(kAuto),
-                       range));
-    }
-    if (auto* v = std::get_if<std::optional<double>*>(&f.target); v && **v && out_of_range(***v)) {
-      fail(fmt::format("{} = {}: expected {} or a number {}", f.name(), format_number(***v),
-                       quoted(kAuto), range));
-    }
-    if (auto* v = std::get_if<double*>(&f.target); v && out_of_range(**v)) {
-      fail(fmt::format("{} = {}: expected a number {}", f.name(), format_number(**v), range));
-    }
-    if (auto* v = std::get_if<std::vector<int64_t>*>(&f.target)) {
-      for (int64_t item : **v) {
-        if (out_of_range(static_cast<double>(item))) {
-          fail(fmt::format("{} = {}: expected every item {}", f.name(), format_value(f), range));
-        }
-      }
-    }
-    if (auto* v = std::get_if<ChoiceRef>(&f.target)) {
-      const auto given = unmatched.find(f.name());
-      const int index = v->get(v->target);
-      if (given != unmatched.end() || index < 0 || index >= static_cast<int>(f.choices.size())) {
-        const std::string word = given != unmatched.end() ? given->second : std::to_string(index);
-        std::vector<std::string> choices(f.choices.begin(), f.choices.end());
-        fail(fmt::format("{} = {}: expected one of {}{}", f.name(), quoted(word),
-                         fmt::join(choices, ", "), did_you_mean(word, choices)));
-      }
-    }
+    KindContext ctx{f, unmatched};
+    const std::string error =
+        with_kind(f, [&](auto kind, auto target) { return kind.check(target, ctx); });
+    if (!error.empty()) fail(fmt::format("{} = {}", f.name(), error));
   }
 }
 
@@ -382,7 +242,8 @@ Config load_config(const std::string& toml_path, const std::vector<std::string>&
 
 void validate(const Config& config) {
   Config copy = config;  // the schema table takes mutable pointers
-  check_ranges(copy, {});
+  Unmatched none;
+  check_ranges(copy, none);
   check_combinations(config);
 }
 

@@ -106,18 +106,4 @@ bool may_differ_per_rank(std::string_view name) {
   return false;
 }
 
-std::string_view type_name(const Target& target) {
-  struct Visitor {
-    std::string_view operator()(int64_t*) const { return "an integer"; }
-    std::string_view operator()(double*) const { return "a number"; }
-    std::string_view operator()(std::string*) const { return "a string"; }
-    std::string_view operator()(std::vector<int64_t>*) const { return "a list of integers"; }
-    std::string_view operator()(bool*) const { return "true or false"; }
-    std::string_view operator()(std::optional<int64_t>*) const { return "\"auto\" or an integer"; }
-    std::string_view operator()(std::optional<double>*) const { return "\"auto\" or a number"; }
-    std::string_view operator()(ChoiceRef) const { return "a string"; }
-  };
-  return std::visit(Visitor{}, target);
-}
-
 }  // namespace pronghorn::config_schema

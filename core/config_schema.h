@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/option_table.h"
 
 namespace pronghorn::config_schema {
 
@@ -38,11 +39,14 @@ std::vector<std::string_view> choices(E value) {
   return {names.begin(), names.end()};
 }
 
-// std::optional<int64_t> and std::optional<double>: a number, or the word
-// "auto" (empty), which the code that reads the value resolves (actor.count:
-// one per spare core; run.target_return: the env's own).
+// Where a key's value lives; its type is the key's kind (core/config_kinds.h
+// reads, writes and checks each). std::optional<int64_t> and
+// std::optional<double>: a number, or the word "auto" (empty), which the code
+// that reads the value resolves (actor.count: one per spare core;
+// run.target_return: the env's own). OptionTable: a free-form table.
 using Target = std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
-                            std::optional<int64_t>*, std::optional<double>*, ChoiceRef>;
+                            std::optional<int64_t>*, std::optional<double>*, ChoiceRef,
+                            OptionTable*>;
 
 // Whether the ranks of one job (several learners) may set a key differently:
 // where a rank stands or what its node has (kMayDiffer), or what every rank
@@ -77,8 +81,5 @@ std::string quoted(std::string_view s);
 
 // The checks that span keys (config_checks.cpp); fail() on the first broken.
 void check_combinations(const Config& config);
-
-// Names of the type a field holds, for error messages ("an integer", ...).
-std::string_view type_name(const Target& target);
 
 }  // namespace pronghorn::config_schema

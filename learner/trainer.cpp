@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "model/tensor_runtime.h"
 
 namespace pronghorn::learner {
 
@@ -24,14 +25,8 @@ Batch columns_of(const Batch& b, const at::Tensor& columns) {
 }
 
 at::Device learner_device(LearnerConfig::Device setting) {
-  const bool cuda = torch::cuda::is_available();
-  if (setting == LearnerConfig::Device::kCuda) {
-    PRONGHORN_CHECK(cuda,
-                    "learner.device = \"cuda\": no CUDA device usable by LibTorch here "
-                    "(a CPU build of LibTorch, or no GPU visible); use \"auto\" or \"cpu\"");
-  }
-  return setting == LearnerConfig::Device::kCpu || !cuda ? at::Device(at::kCPU)
-                                                         : at::Device(at::kCUDA);
+  return resolve_learner_device(setting) == LearnerConfig::Device::kCuda ? at::Device(at::kCUDA)
+                                                                         : at::Device(at::kCPU);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 #include "model/tensor_runtime.h"
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <dlfcn.h>
 #include <malloc.h>
+
+#include "core/error.h"
 
 namespace pronghorn {
 
@@ -20,6 +23,16 @@ void keep_freed_memory_in_heap() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest allowed value
   mallopt(M_TRIM_THRESHOLD, 1 << 30);   // give memory back only past 1 GiB free at the top
   mallopt(M_TOP_PAD, 64 << 20);         // grow the heap in 64 MiB steps
+}
+
+LearnerConfig::Device resolve_learner_device(LearnerConfig::Device setting) {
+  using Device = LearnerConfig::Device;
+  if (setting == Device::kCpu) return Device::kCpu;
+  const bool cuda = torch::cuda::is_available();
+  PRONGHORN_CHECK(cuda || setting == Device::kAuto,
+                  "learner.device = \"cuda\": no CUDA device usable by LibTorch here "
+                  "(a CPU build of LibTorch, or no GPU visible); use \"auto\" or \"cpu\"");
+  return cuda ? Device::kCuda : Device::kCpu;
 }
 
 }  // namespace pronghorn

@@ -2,7 +2,15 @@
 // actor or learner process.
 #pragma once
 
+#include "core/config.h"
+
 namespace pronghorn {
+
+// learner.device as this machine has it, the one place "auto" is decided:
+// kCuda when LibTorch can use a CUDA device, else kCpu. kCpu and kCuda stay
+// as they are; kCuda without a usable device throws Error naming the key (the
+// machine, not the config, lacks it).
+LearnerConfig::Device resolve_learner_device(LearnerConfig::Device setting);
 
 // How many threads tensor maths may use: LibTorch's intra-op pool and, when
 // LibTorch's BLAS is OpenBLAS, OpenBLAS's own pool, which at::set_num_threads

@@ -16,6 +16,7 @@
 #include "distributed/nccl_collective.h"
 #include "distributed/route.h"
 #include "model/policy.h"
+#include "model/tensor_runtime.h"
 
 namespace pronghorn::cli {
 namespace {
@@ -29,7 +30,7 @@ Ms milliseconds(double seconds) { return Ms(static_cast<int64_t>(seconds * 1000)
 // the learner will not be on a GPU.
 std::string resolve_backend(const Config& c) {
   using B = DistributedConfig::Backend;
-  const bool cuda = c.learner.device != LearnerConfig::Device::kCpu && torch::cuda::is_available();
+  const bool cuda = resolve_learner_device(c.learner.device) == LearnerConfig::Device::kCuda;
   if (c.distributed.backend == B::kGloo) return "gloo";
   if (c.distributed.backend == B::kNccl && !cuda) {
     throw UsageError(

@@ -25,6 +25,7 @@
 #include "fleet/actor_command.h"
 #include "learner/checkpoint.h"
 #include "learner/learner.h"
+#include "model/tensor_runtime.h"
 #include "tools/cli.h"
 #include "tools/cluster.h"
 #include "tools/exit_record.h"
@@ -128,113 +129,180 @@ struct JobEnd {
   std::string run_dir;  // "" when nothing ran (--print-config)
 };
 
-// Runs the job; returns its last line.
-JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
+// What this rank runs: the config resolved (the run's own on --resume, then
+// --set), where it stands among several learners, its run directory, and
+// the env probed once.
+struct JobPlan {
+  Config config;
+  LearnerConfig::Device device_setting;  // as the user wrote it: config.toml keeps it
+  distributed::Placement place;
+  bool generated_name = false;  // run.name made from the clock
+  std::string job_dir;          // rank 0's run directory
+  EnvSpec env;
+  bool cluster() const { return place.world_size > 1; }
+  // The config with learner.device as written ("auto" stays "auto": the run
+  // may resume on another machine).
+  Config as_written() const {
+    Config c = config;
+    c.learner.device = device_setting;
+    return c;
+  }
+};
+
+JobPlan plan_job(const TrainArgs& args, ExitRecord& exit_record) {
+  JobPlan plan;
+  Config& config = plan.config;
   // --resume DIR: the run's own resolved config, then any --set on top.
-  Config config = args.resume.empty()
-                      ? args.config.load()
-                      : load_config(resumed_config(args.resume), args.config.overrides);
-  distributed::Placement place = distributed::resolve_placement(config.distributed, args.name);
+  config = args.resume.empty() ? args.config.load()
+                               : load_config(resumed_config(args.resume), args.config.overrides);
+  plan.place = distributed::resolve_placement(config.distributed, args.name);
   // A rank > 0 resumes from its own config where it has one (a shared
   // filesystem also holds rank 0's, which the lines above read).
-  if (!args.resume.empty() && place.rank > 0) {
-    const std::string own = fmt::format("{}/ranks/{}/config.toml", args.resume, place.rank);
+  if (!args.resume.empty() && plan.place.rank > 0) {
+    const std::string own = fmt::format("{}/ranks/{}/config.toml", args.resume, plan.place.rank);
     if (std::filesystem::is_regular_file(own)) {
       config = load_config(own, args.config.overrides);
-      place = distributed::resolve_placement(config.distributed, args.name);
+      plan.place = distributed::resolve_placement(config.distributed, args.name);
     }
   }
   // A resumed run is this job's: how this attempt ends goes there even if it
   // ends before its directory is claimed (a rank lost at the rendezvous).
-  const std::string resumed_own =
-      place.rank == 0 ? args.resume : fmt::format("{}/ranks/{}", args.resume, place.rank);
+  const std::string resumed_own = plan.place.rank == 0
+                                      ? args.resume
+                                      : fmt::format("{}/ranks/{}", args.resume, plan.place.rank);
   if (!args.resume.empty() && std::filesystem::is_directory(resumed_own)) {
     exit_record.claim(resumed_own);
   }
-  const bool cluster = place.world_size > 1;
-  if (cluster && config.run.name.empty()) {
+  if (plan.cluster() && config.run.name.empty()) {
     throw UsageError(
         "several learners need run.name, the same on every rank (e.g. --set "
         "run.name=$SLURM_JOB_ID)");
   }
-  const bool generated_name = config.run.name.empty();
-  if (generated_name) config.run.name = default_run_name();
-  if (cluster) free_default_ports(config.server);
+  plan.generated_name = config.run.name.empty();
+  if (plan.generated_name) config.run.name = default_run_name();
+  if (plan.cluster()) free_default_ports(config.server);
   // What `pronghorn config` refuses, refused before a run directory exists;
   // the env probed once here serves the learner.
-  const EnvSpec env = actor::check_job_config(config);
+  plan.env = actor::check_job_config(config);
   fleet::check_actor_count(config.actor);
   // "auto": the env's own target (a plugin's if it declares one, else none),
   // recorded in config.toml.
-  config.run.target_return = config.run.target_return.value_or(env.target_return);
+  config.run.target_return = config.run.target_return.value_or(plan.env.target_return);
+  // "auto" decided once, here, for the whole job.
+  plan.device_setting = config.learner.device;
+  config.learner.device = resolve_learner_device(config.learner.device);
+  plan.job_dir = !args.resume.empty()    ? args.resume
+                 : !args.run_dir.empty() ? args.run_dir
+                                         : config.run.dir + "/" + config.run.name;
+  return plan;
+}
+
+// Claims this rank's run directory (rank 0 owns <run>/ and makes it before
+// the others can meet it; a rank r > 0 makes <run>/ranks/<r>/ once rank 0 is
+// there), writes config.toml and opens train.log there; its path.
+std::string open_run_directory(JobPlan& plan, const TrainArgs& args,
+                               std::optional<RunDirectory>& run, ExitRecord& exit_record) {
+  using Mode = RunDirectory::Mode;
+  Config& config = plan.config;
+  const int rank = plan.place.rank;
+  if (rank > 0) {
+    const std::string own = fmt::format("{}/ranks/{}", plan.job_dir, rank);
+    if (args.resume.empty() && std::filesystem::exists(own + "/config.toml")) {
+      throw UsageError(fmt::format(
+          "{}: rank {} of an earlier run of {} is there; continue the whole group with --resume "
+          "{} on every rank, or choose another run.name",
+          own, rank, config.run.name, plan.job_dir));
+    }
+    run.emplace(own,
+                !args.resume.empty() && std::filesystem::exists(own) ? Mode::kResume : Mode::kNew);
+  } else if (!args.resume.empty()) {
+    run.emplace(args.resume, Mode::kResume);
+  } else {
+    // A name made from the clock gives way to a -2, -3… when taken (two jobs
+    // in one second); a name or directory the user chose is refused when taken.
+    const bool suffixed = plan.generated_name && args.run_dir.empty();
+    run.emplace(plan.job_dir, suffixed ? Mode::kNewOrSuffixed : Mode::kNew);
+    if (suffixed) config.run.name = run->name();
+  }
+  const std::string dir = run->path();
+  exit_record.claim(dir);
+  write_file_atomically(dir + "/config.toml", to_toml(saved_config(plan.as_written())));
+  add_log_file(dir + "/train.log");
+  return dir;
+}
+
+// A rank that failed before the job ran, or while it ran, with others: its
+// line reaches them (they end with it), unless it was lost itself.
+void tell_the_others(ClusterMember& member, const std::exception& e) {
+  if (!member.rendezvous || dynamic_cast<const TransientError*>(&e) != nullptr) return;
+  const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
+  member.rendezvous->report_failure(usage ? kExitUsage : kExitFailure, e.what());
+  member.collective.reset();  // the others' next call fails; they find the report
+  member.rendezvous->wait_failure_read();
+}
+
+// The rank was lost because another failed on its own: end with that rank's
+// reason and code. No rendezvous yet when a rank never came (join_cluster
+// threw): then the PeerLost being handled, rethrown.
+[[noreturn]] void rethrow_as_the_failed_rank(const ClusterMember& member) {
+  if (const auto failed = member.rendezvous ? member.rendezvous->peer_failure() : std::nullopt) {
+    const std::string line = fmt::format("rank {} failed: {}", failed->rank, failed->line);
+    if (failed->exit_code == kExitUsage) throw UsageError(line);
+    throw Error(line);
+  }
+  throw;
+}
+
+// The line a finished job ends with.
+std::string result_line(const learner::TrainResult& r, const Config& config,
+                        const std::string& dir) {
+  if (r.reached_target) {
+    return fmt::format(
+        "solved: mean return {:.1f} ≥ {} on evaluation ({} greedy episodes; training {:.1f} over "
+        "the last 100) after {:.1f} s and {} env steps; run directory {}",
+        r.eval_return_mean, *config.run.target_return, r.eval_episodes, r.return_mean, r.seconds,
+        r.env_steps, dir);
+  }
+  return fmt::format("stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}",
+                     r.seconds, r.env_steps, r.return_mean, dir);
+}
+
+// Runs the job; returns its last line.
+JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
+  JobPlan plan = plan_job(args, exit_record);
+  const Config& config = plan.config;
   if (args.print_config) {
-    std::cout << to_toml(config);
+    std::cout << to_toml(plan.as_written());
     return {};
   }
-  using Mode = RunDirectory::Mode;
-  const std::string job_dir = !args.resume.empty()    ? args.resume
-                              : !args.run_dir.empty() ? args.run_dir
-                                                      : config.run.dir + "/" + config.run.name;
-  // Rank 0 owns <run>/ and makes it before the others can meet it; a rank
-  // r > 0 makes <run>/ranks/<r>/ once rank 0 is there.
+  const int rank = plan.place.rank;
   std::optional<RunDirectory> run;
-  const auto claim_run_directory = [&] {
-    if (place.rank > 0) {
-      const std::string own = fmt::format("{}/ranks/{}", job_dir, place.rank);
-      if (args.resume.empty() && std::filesystem::exists(own + "/config.toml")) {
-        throw UsageError(fmt::format(
-            "{}: rank {} of an earlier run of {} is there; continue the whole group with --resume "
-            "{} on every rank, or choose another run.name",
-            own, place.rank, config.run.name, job_dir));
-      }
-      run.emplace(
-          own, !args.resume.empty() && std::filesystem::exists(own) ? Mode::kResume : Mode::kNew);
-    } else if (!args.resume.empty()) {
-      run.emplace(args.resume, Mode::kResume);
-    } else {
-      // A name made from the clock gives way to a -2, -3… when taken (two jobs
-      // in one second); a name or directory the user chose is refused when taken.
-      run.emplace(job_dir,
-                  generated_name && args.run_dir.empty() ? Mode::kNewOrSuffixed : Mode::kNew);
-      if (generated_name && args.run_dir.empty()) config.run.name = run->name();
-    }
-  };
   bool started = false;
   learner::TrainResult r;
-  std::string dir;
+  std::string dir, token;
   ClusterMember member;  // outlives the try: a rank that fails reports through it
   try {
-    std::string token;
-    if (place.rank == 0) {
-      claim_run_directory();
-      dir = run->path();
-      exit_record.claim(dir);
-      write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
-      add_log_file(dir + "/train.log");
+    if (rank == 0) {
+      dir = open_run_directory(plan, args, run, exit_record);
       // A learner alone without nodes leaves its token to the control plane, as before.
-      if (cluster || !config.remote.address.empty()) token = job_token(config, dir, 0);
+      if (plan.cluster() || !config.remote.address.empty()) token = job_token(config, dir, 0);
     }
-    if (cluster) {
-      spdlog::info("{}", distributed::describe(place));
+    if (plan.cluster()) {
+      spdlog::info("{}", distributed::describe(plan.place));
       member = join_cluster(
-          config, env, place,
-          [&] { return place.rank == 0 ? token : token = job_token(config, job_dir, place.rank); },
+          config, plan.env, plan.place,
+          [&] { return rank == 0 ? token : token = job_token(config, plan.job_dir, rank); },
           [&](const std::string& address) {
             write_file_atomically(dir + "/rendezvous.address", address + "\n");
           });
     }
-    if (place.rank > 0) {
-      claim_run_directory();
-      dir = run->path();
-      exit_record.claim(dir);
-      write_file_atomically(dir + "/config.toml", to_toml(saved_config(config)));
-      add_log_file(dir + "/train.log");
-    }
+    if (rank > 0) dir = open_run_directory(plan, args, run, exit_record);
     const std::atomic<bool>& stop = install_stop_handlers();
     learner::ControlBoard board;
     learner::Learner learner(
-        {config, env, dir, !args.resume.empty(), member.collective.get(), place.node_name,
-         member.nodes, member.hosts, gateway_factory(config, env, dir, token)},
+        {config, plan.env, dir, !args.resume.empty(), member.collective.get(),
+         plan.place.node_name, member.nodes, member.hosts,
+         gateway_factory(config, plan.env, dir, token)},
         board, stop);
     control::ControlPlane control(config.server, dir, board, token);
     started = true;
@@ -243,37 +311,13 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
     // Nothing of a job that never ran is kept but how it ended (exit_status,
     // written by the caller): a scheduler's retry loop reads the 75 there.
     if (!started && run) run->empty_if_new();
-    // The rank was lost because it failed on its own: end with its reason and
-    // code. No rendezvous yet when a rank never came (join_cluster threw).
-    if (const auto failed = member.rendezvous ? member.rendezvous->peer_failure() : std::nullopt) {
-      const std::string line = fmt::format("rank {} failed: {}", failed->rank, failed->line);
-      if (failed->exit_code == kExitUsage) throw UsageError(line);
-      throw Error(line);
-    }
-    throw;
+    rethrow_as_the_failed_rank(member);
   } catch (const std::exception& e) {
     if (!started && run) run->remove_if_new();
-    if (member.rendezvous && dynamic_cast<const TransientError*>(&e) == nullptr) {
-      const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
-      member.rendezvous->report_failure(usage ? kExitUsage : kExitFailure, e.what());
-      member.collective.reset();  // the others' next call fails; they find the report
-      member.rendezvous->wait_failure_read();
-    }
+    tell_the_others(member, e);
     throw;
   }
-  if (r.reached_target) {
-    return {
-        fmt::format(
-            "solved: mean return {:.1f} ≥ {} on evaluation ({} greedy episodes; training {:.1f} "
-            "over the last 100) after {:.1f} s and {} env steps; run directory {}",
-            r.eval_return_mean, *config.run.target_return, r.eval_episodes, r.return_mean,
-            r.seconds, r.env_steps, dir),
-        dir};
-  }
-  return {
-      fmt::format("stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}",
-                  r.seconds, r.env_steps, r.return_mean, dir),
-      dir};
+  return {result_line(r, config, dir), dir};
 }
 
 void run_train(const TrainArgs& args) {
