@@ -11,7 +11,9 @@ namespace {
 using Options = Kind<OptionTable*>;
 
 // A row for a table `section.options` pointing at `table`.
-Field table_row(OptionTable* table) { return Field{"section", "options", table}; }
+Field table_row(OptionTable* table) {
+  return Field{"section", "options", table, 0, 0, {}, Ranks::kSame, "options"};
+}
 
 std::string read_text(OptionTable* table, const std::string& toml_text) {
   const toml::table root = toml::parse(toml_text);
