@@ -11,7 +11,7 @@ ActingLoop::ActingLoop(std::unique_ptr<envs::BatchEnv> env, PolicyNet model,
       k_(env_->num_envs()),
       policy_(std::move(model), env_->spec(), k_, fast_path, sampling_seed),
       clipped_(env_->spec().action_kind == ActionKind::kContinuous ? k_ * env_->spec().action_size
-                                                                    : 0),
+                                                                   : 0),
       final_obs_(env_->spec().obs_bytes() * k_),
       values_(k_),
       running_return_(k_, 0.0),

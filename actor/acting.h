@@ -66,7 +66,7 @@ class ActingLoop {
   InferencePolicy policy_;
   std::vector<float> clipped_;  // [K, D] continuous actions as the env steps them
   std::vector<uint8_t> final_obs_;
-  std::vector<float> values_;  // [K] V(final obs), scratch
+  std::vector<float> values_;           // [K] V(final obs), scratch
   std::vector<double> running_return_;  // summed in double, as an evaluation reports it
   std::vector<int32_t> running_length_;
 };

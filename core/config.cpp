@@ -80,7 +80,8 @@ void assign(const Field& field, const toml::node& node, const std::string& origi
   KindContext ctx{field, unmatched};
   const std::string error =
       with_kind(field, [&](auto kind, auto target) { return kind.read(target, node, ctx); });
-  if (!error.empty()) fail(fmt::format("{}: {} = {}: {}", origin, field.name(), node_text(node), error));
+  if (!error.empty())
+    fail(fmt::format("{}: {} = {}: {}", origin, field.name(), node_text(node), error));
 }
 
 std::vector<std::string> section_names(const std::vector<Field>& table) {
@@ -171,7 +172,8 @@ void apply_override(std::vector<Field>& table, const std::string& text, Unmatche
     assign(field, *parsed.get("v"), origin, unmatched);
     return;
   }
-  const std::string error = config_schema::Kind<OptionTable*>::read_entry(*options, entry, *parsed.get("v"));
+  const std::string error =
+      config_schema::Kind<OptionTable*>::read_entry(*options, entry, *parsed.get("v"));
   if (!error.empty()) fail(fmt::format("{}: {}: {}", origin, field.name(), error));
 }
 

@@ -122,7 +122,7 @@ std::string Kind<std::string*>::format(const std::string* v, const Field&) { ret
 
 // Lists of integers, each item in the row's range.
 std::string Kind<std::vector<int64_t>*>::read(std::vector<int64_t>* v, const toml::node& node,
-                                             KindContext&) {
+                                              KindContext&) {
   const toml::array* array = node.as_array();
   if (array == nullptr) return expected(kName);
   std::vector<int64_t> items;
@@ -156,7 +156,7 @@ std::string Kind<bool*>::format(const bool* v, const Field&) { return *v ? "true
 
 // "auto" or an integer.
 std::string Kind<std::optional<int64_t>*>::read(std::optional<int64_t>* v, const toml::node& node,
-                                               KindContext&) {
+                                                KindContext&) {
   if (node.is_integer()) {
     *v = node.as_integer()->get();
   } else if (node.is_string() && node.as_string()->get() == kAuto) {
@@ -176,7 +176,7 @@ std::string Kind<std::optional<int64_t>*>::format(const std::optional<int64_t>* 
   return v->has_value() ? std::to_string(**v) : quoted(kAuto);
 }
 std::string Kind<std::optional<int64_t>*>::check(const std::optional<int64_t>* v,
-                                                KindContext& ctx) {
+                                                 KindContext& ctx) {
   if (!v->has_value() || !out_of_range(static_cast<double>(**v), ctx.field)) return "";
   return fmt::format("{}: expected {} or an integer {}", **v, quoted(kAuto),
                      integer_range(ctx.field));
@@ -184,7 +184,7 @@ std::string Kind<std::optional<int64_t>*>::check(const std::optional<int64_t>* v
 
 // "auto" or a number.
 std::string Kind<std::optional<double>*>::read(std::optional<double>* v, const toml::node& node,
-                                              KindContext&) {
+                                               KindContext&) {
   if (node.is_integer()) {
     *v = static_cast<double>(node.as_integer()->get());
   } else if (node.is_floating_point()) {
@@ -205,8 +205,7 @@ bool Kind<std::optional<double>*>::read_word(std::optional<double>* v, std::stri
 std::string Kind<std::optional<double>*>::format(const std::optional<double>* v, const Field&) {
   return v->has_value() ? format_number(**v) : quoted(kAuto);
 }
-std::string Kind<std::optional<double>*>::check(const std::optional<double>* v,
-                                               KindContext& ctx) {
+std::string Kind<std::optional<double>*>::check(const std::optional<double>* v, KindContext& ctx) {
   if (!v->has_value() || !out_of_range(**v, ctx.field)) return "";
   return fmt::format("{}: expected {} or a number {}", format_number(**v), quoted(kAuto),
                      number_range(ctx.field));
@@ -258,18 +257,20 @@ std::string Kind<OptionTable*>::read(OptionTable* v, const toml::node& node, Kin
 std::string Kind<OptionTable*>::read_entry(OptionTable* v, std::string_view name,
                                            const toml::node& node) {
   if (!option_name(name)) {
-    return fmt::format("option {}: expected a name of letters, digits and _, not starting with a "
-                       "digit",
-                       quoted(name));
+    return fmt::format(
+        "option {}: expected a name of letters, digits and _, not starting with a "
+        "digit",
+        quoted(name));
   }
   bool fits = option_scalar(node);
   if (const toml::array* array = node.as_array()) {
     fits = std::all_of(array->begin(), array->end(), option_scalar);
   }
   if (!fits) {
-    return fmt::format("option {} = {}: expected a string, a number, true or false, or a list "
-                       "of those",
-                       name, node_text(node));
+    return fmt::format(
+        "option {} = {}: expected a string, a number, true or false, or a list "
+        "of those",
+        name, node_text(node));
   }
   if (!v->contains(std::string(name)) && v->size() >= kMaxEntries) {
     return fmt::format("option {}: at most {} options", name, kMaxEntries);

@@ -138,8 +138,9 @@ struct Kind<OptionTable*> {
 // Calls fn(Kind<T>{}, target) for the row's kind.
 template <typename Fn>
 decltype(auto) with_kind(const Field& field, Fn&& fn) {
-  return std::visit([&](auto target) -> decltype(auto) { return fn(Kind<decltype(target)>{}, target); },
-                    field.target);
+  return std::visit(
+      [&](auto target) -> decltype(auto) { return fn(Kind<decltype(target)>{}, target); },
+      field.target);
 }
 
 }  // namespace pronghorn::config_schema

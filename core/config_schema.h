@@ -44,9 +44,9 @@ std::vector<std::string_view> choices(E value) {
 // std::optional<double>: a number, or the word "auto" (empty), which the code
 // that reads the value resolves (actor.count: one per spare core;
 // run.target_return: the env's own). OptionTable: a free-form table.
-using Target = std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
-                            std::optional<int64_t>*, std::optional<double>*, ChoiceRef,
-                            OptionTable*>;
+using Target =
+    std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
+                 std::optional<int64_t>*, std::optional<double>*, ChoiceRef, OptionTable*>;
 
 // Whether the ranks of one job (several learners) may set a key differently:
 // where a rank stands or what its node has (kMayDiffer), or what every rank

@@ -53,7 +53,7 @@ pid_t start_child(const std::string& program, const std::vector<std::string>& ar
                   ActorOutput& output, const std::string& what) {
   pid_t pid = program == kThisBinary ? fork_from_zygote(args, output.child_end()) : -1;
   if (pid < 0) {
-    output = ActorOutput();  // a failed zygote may still hold the first pipe's end
+    output = ActorOutput();                 // a failed zygote may still hold the first pipe's end
     std::vector<std::string> owned = args;  // posix_spawn takes char* const[]
     std::vector<char*> argv;
     for (std::string& a : owned) argv.push_back(a.data());

@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "fleet/actor_output.h"
-#include "fleet/child_process.h"  // start_actors_through
 #include "fleet/actor_watchdog.h"
+#include "fleet/child_process.h"  // start_actors_through
 
 namespace pronghorn::fleet {
 

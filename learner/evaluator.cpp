@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 #include <vector>
@@ -159,8 +159,8 @@ actor::Evaluation Evaluator::run_process(const std::string& snapshot, const std:
     output.drain();
     const pid_t reaped = waitpid(pid, &status, WNOHANG);
     if (reaped == pid) break;
-    PRONGHORN_CHECK(reaped == 0, "the evaluation process (pid ", pid, "): waitpid: ",
-                    std::strerror(errno));
+    PRONGHORN_CHECK(reaped == 0, "the evaluation process (pid ", pid,
+                    "): waitpid: ", std::strerror(errno));
     if (cancel_.load() && !kill_at) {
       kill(pid, SIGTERM);
       kill_at = Clock::now() + kStopGrace;

@@ -21,8 +21,8 @@ namespace pronghorn::learner {
 namespace {
 
 namespace fs = std::filesystem;
-using actor::Evaluation;
 using actor::evaluate_policy;
+using actor::Evaluation;
 using actor::evaluation_seed;
 
 PolicyNet model_for(const Config& config, uint64_t seed) {

@@ -1,9 +1,9 @@
 #include "model/tensor_runtime.h"
 
 #include <ATen/Parallel.h>
-#include <torch/cuda.h>
 #include <dlfcn.h>
 #include <malloc.h>
+#include <torch/cuda.h>
 
 #include "core/error.h"
 

@@ -151,7 +151,7 @@ void run_eval(const EvalArgs& args) {
   const int64_t episodes = args.episodes.value_or(config.run.eval_episodes);
   torch::manual_seed(seed);
   const actor::Evaluation e = actor::evaluate_policy(model, config.env, episodes, !args.sample,
-                                                         seed, nullptr, config.model.fast_path);
+                                                     seed, nullptr, config.model.fast_path);
   const char* policy = args.sample ? "sampled" : "greedy";
   if (args.json) {
     std::cout << fmt::format(
@@ -195,8 +195,7 @@ Command add_evaluation_process_command(CLI::App& app) {
                                          "An evaluation process, started by the learner");
   command->group("");  // internal: not listed in --help
   // The command line fleet/actor_command.h builds.
-  command->add_option(fleet::kConfigFlag, target->config_path, "the run's config.toml")
-      ->required();
+  command->add_option(fleet::kConfigFlag, target->config_path, "the run's config.toml")->required();
   command->add_option(fleet::kCheckpointFlag, target->checkpoint, "the policy to evaluate")
       ->required();
   command->add_option(fleet::kResultFlag, target->result, "where the returns go")->required();

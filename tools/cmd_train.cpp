@@ -167,9 +167,8 @@ JobPlan plan_job(const TrainArgs& args, ExitRecord& exit_record) {
   }
   // A resumed run is this job's: how this attempt ends goes there even if it
   // ends before its directory is claimed (a rank lost at the rendezvous).
-  const std::string resumed_own = plan.place.rank == 0
-                                      ? args.resume
-                                      : fmt::format("{}/ranks/{}", args.resume, plan.place.rank);
+  const std::string resumed_own =
+      plan.place.rank == 0 ? args.resume : fmt::format("{}/ranks/{}", args.resume, plan.place.rank);
   if (!args.resume.empty() && std::filesystem::is_directory(resumed_own)) {
     exit_record.claim(resumed_own);
   }
@@ -263,8 +262,9 @@ std::string result_line(const learner::TrainResult& r, const Config& config,
         r.eval_return_mean, *config.run.target_return, r.eval_episodes, r.return_mean, r.seconds,
         r.env_steps, dir);
   }
-  return fmt::format("stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}",
-                     r.seconds, r.env_steps, r.return_mean, dir);
+  return fmt::format(
+      "stopped after {:.1f} s and {} env steps, mean return {:.1f}; run directory {}", r.seconds,
+      r.env_steps, r.return_mean, dir);
 }
 
 // Runs the job; returns its last line.
@@ -300,9 +300,8 @@ JobEnd train_job(const TrainArgs& args, ExitRecord& exit_record) {
     const std::atomic<bool>& stop = install_stop_handlers();
     learner::ControlBoard board;
     learner::Learner learner(
-        {config, plan.env, dir, !args.resume.empty(), member.collective.get(),
-         plan.place.node_name, member.nodes, member.hosts,
-         gateway_factory(config, plan.env, dir, token)},
+        {config, plan.env, dir, !args.resume.empty(), member.collective.get(), plan.place.node_name,
+         member.nodes, member.hosts, gateway_factory(config, plan.env, dir, token)},
         board, stop);
     control::ControlPlane control(config.server, dir, board, token);
     started = true;

@@ -90,13 +90,20 @@ int run_command_line(const std::vector<std::string>& args, bool top) {
       "print the version and what CUDA support this build has");
 
   const std::vector<pronghorn::cli::Command> commands = {
-      pronghorn::cli::add_train_command(app),      pronghorn::cli::add_eval_command(app),
-      pronghorn::cli::add_status_command(app),     pronghorn::cli::add_scale_command(app),
-      pronghorn::cli::add_checkpoint_command(app), pronghorn::cli::add_stop_command(app),
-      pronghorn::cli::add_clean_command(app),      pronghorn::cli::add_config_command(app),
-      pronghorn::cli::add_envs_command(app),       pronghorn::cli::add_bench_command(app),
-      pronghorn::cli::add_actor_command(app),      pronghorn::cli::add_actor_process_command(app),
-      pronghorn::cli::add_probe_env_command(app),  pronghorn::cli::add_evaluation_process_command(app),
+      pronghorn::cli::add_train_command(app),
+      pronghorn::cli::add_eval_command(app),
+      pronghorn::cli::add_status_command(app),
+      pronghorn::cli::add_scale_command(app),
+      pronghorn::cli::add_checkpoint_command(app),
+      pronghorn::cli::add_stop_command(app),
+      pronghorn::cli::add_clean_command(app),
+      pronghorn::cli::add_config_command(app),
+      pronghorn::cli::add_envs_command(app),
+      pronghorn::cli::add_bench_command(app),
+      pronghorn::cli::add_actor_command(app),
+      pronghorn::cli::add_actor_process_command(app),
+      pronghorn::cli::add_probe_env_command(app),
+      pronghorn::cli::add_evaluation_process_command(app),
   };
   // Set after the subcommands exist, so they do not inherit it: leftovers
   // reach reject_leftovers() only at the top level, to be named there.
