@@ -33,12 +33,12 @@ std::string resolve_backend(const Config& c) {
   const bool cuda = resolve_learner_device(c.learner.device) == LearnerConfig::Device::kCuda;
   if (c.distributed.backend == B::kGloo) return "gloo";
   if (c.distributed.backend == B::kNccl && !cuda) {
+    // learner.device is decided by now (tools/cmd_train.cpp's plan_job):
+    // "cpu" was either written or what "auto" found.
     throw UsageError(
-        c.learner.device == LearnerConfig::Device::kCpu
-            ? "distributed.backend = \"nccl\" needs the learner on a GPU, and "
-              "learner.device = \"cpu\"; use \"gloo\" or \"auto\""
-            : "distributed.backend = \"nccl\": no CUDA device usable by LibTorch here "
-              "(a CPU build of LibTorch, or no GPU visible); use \"gloo\" or \"auto\"");
+        "distributed.backend = \"nccl\" needs the learner on a GPU, and this one is on the CPU "
+        "(learner.device = \"cpu\", or \"auto\" with no CUDA device usable by LibTorch here: a "
+        "CPU build of LibTorch, or no GPU visible); use \"gloo\" or \"auto\"");
   }
   return cuda ? "nccl" : "gloo";
 }
