@@ -17,14 +17,7 @@ std::vector<std::string> actor_process_args(const ActorTarget& t) {
 }
 
 std::vector<std::string> evaluation_process_args(const EvaluationTarget& t) {
-  return {kEvaluationProcessCommand,
-          kConfigFlag,
-          t.config_path,
-          kCheckpointFlag,
-          t.checkpoint,
-          kResultFlag,
-          t.result,
-          kParentFlag,
+  return {kEvaluationProcessCommand, kConfigFlag, t.config_path, kSocketFlag, t.socket, kParentFlag,
           std::to_string(t.parent)};
 }
 

@@ -24,8 +24,7 @@ inline constexpr const char* kParentFlag = "--learner-pid";
 inline constexpr const char* kSeedRankFlag = "--rank";
 inline constexpr const char* kActorIdFlag = "--actor-id";
 inline constexpr const char* kEvaluationProcessCommand = "evaluation-process";
-inline constexpr const char* kCheckpointFlag = "--checkpoint";
-inline constexpr const char* kResultFlag = "--result";
+inline constexpr const char* kSocketFlag = "--socket";
 
 // Where an actor process writes and what it runs.
 struct ActorTarget {
@@ -40,11 +39,10 @@ struct ActorTarget {
 // The arguments after the program name, without `--actor-id`.
 std::vector<std::string> actor_process_args(const ActorTarget& target);
 
-// What an evaluation process evaluates and where it says the result.
+// What an evaluation process evaluates and whom it answers.
 struct EvaluationTarget {
   std::string config_path;  // the run's resolved config.toml
-  std::string checkpoint;   // the policy to evaluate
-  std::string result;       // the file it writes (actor/evaluation.h's format)
+  std::string socket;       // the learner's local socket (fleet/local_socket.h)
   pid_t parent = 0;         // it stops when this process is gone
 };
 

@@ -1,44 +1,30 @@
 #include "learner/evaluator.h"
 
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <utility>
-#include <vector>
 
 #include "core/error.h"
 #include "core/files.h"
-#include "fleet/actor_command.h"
 
 namespace pronghorn::learner {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kBestRecordName = "best.json";
 constexpr std::string_view kBestKey = "\"eval_return_mean\": ";
 
 constexpr const char* kSnapshotName = "evaluating.ckpt";
-constexpr const char* kResultName = "evaluating.result";
-constexpr auto kPoll = std::chrono::milliseconds(20);
-constexpr auto kStopGrace = std::chrono::seconds(3);
 
-// An evaluation's files in the checkpoint folder, removed however it ends
-// (best.ckpt is the snapshot renamed: nothing left to remove then).
+// The snapshot an evaluation reads, removed however it ends (best.ckpt is
+// the snapshot renamed: nothing left to remove then).
 struct Scratch {
-  std::string snapshot, result;
+  std::string snapshot;
   ~Scratch() {
     std::error_code ignored;
     std::filesystem::remove(snapshot, ignored);
-    std::filesystem::remove(result, ignored);
   }
 };
 
@@ -72,7 +58,10 @@ Evaluator::Evaluator(const Config& config, std::string config_path, std::string 
     : config_(config),
       config_path_(std::move(config_path)),
       checkpoints_(std::move(checkpoints)),
-      program_(std::move(program)),
+      process_(
+          std::move(program), config_path_,
+          fmt::format("{}, {} envs at once (run.eval_episodes = {})", env_label(config.env),
+                      actor::evaluation_envs(config.run.eval_episodes), config.run.eval_episodes)),
       best_(recorded_best_return(checkpoints_)),
       thread_([this] { loop(); }) {}
 
@@ -126,8 +115,8 @@ void Evaluator::loop() {
 void Evaluator::evaluate() {
   EvalReport report;
   report.env_steps = snapshot_.counters.env_steps;
-  const Scratch files{checkpoints_ + "/" + kSnapshotName, checkpoints_ + "/" + kResultName};
-  const std::string& snapshot = files.snapshot;
+  const Scratch file{checkpoints_ + "/" + kSnapshotName};
+  const std::string& snapshot = file.snapshot;
   try {
     std::error_code ec;
     std::filesystem::create_directories(checkpoints_, ec);
@@ -137,52 +126,11 @@ void Evaluator::evaluate() {
     report.skipped = e.what();
   }
   if (report.skipped.empty()) {
-    report.result = run_process(snapshot, files.result);
+    report.result = process_.evaluate(snapshot, report.env_steps, cancel_);
     if (!report.result.cancelled && report.result.mean > best_) record_best(snapshot, report);
   }
   std::lock_guard lock(mutex_);
   report_ = std::move(report);
-}
-
-actor::Evaluation Evaluator::run_process(const std::string& snapshot, const std::string& result) {
-  std::error_code ignored;
-  std::filesystem::remove(result, ignored);  // a crashed run's: never read as this one's
-  std::vector<std::string> args = {"pronghorn"};
-  const std::vector<std::string> rest = fleet::evaluation_process_args(
-      {.config_path = config_path_, .checkpoint = snapshot, .result = result, .parent = getpid()});
-  args.insert(args.end(), rest.begin(), rest.end());
-  fleet::ActorOutput output;
-  const pid_t pid = fleet::start_child(program_, args, output, "the evaluation process");
-  int status = 0;
-  std::optional<Clock::time_point> kill_at;  // set once cancelled: SIGKILL then
-  for (;;) {
-    output.drain();
-    const pid_t reaped = waitpid(pid, &status, WNOHANG);
-    if (reaped == pid) break;
-    PRONGHORN_CHECK(reaped == 0, "the evaluation process (pid ", pid,
-                    "): waitpid: ", std::strerror(errno));
-    if (cancel_.load() && !kill_at) {
-      kill(pid, SIGTERM);
-      kill_at = Clock::now() + kStopGrace;
-    }
-    if (kill_at && Clock::now() >= *kill_at) kill(pid, SIGKILL);
-    std::this_thread::sleep_for(kPoll);
-  }
-  output.finish();
-  if (cancel_.load()) {  // whatever it managed, the learner no longer waits for it
-    actor::Evaluation cancelled;
-    cancelled.cancelled = true;
-    return cancelled;
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const fleet::ChildDeath death = fleet::death_of(status, output.last_line());
-    throw Error(fmt::format(
-        "the evaluation process (pid {}) {}; {}, {} envs at once (run.eval_episodes = {}), "
-        "evaluating the policy at {} env steps",
-        pid, death.how, env_label(config_.env), actor::evaluation_envs(config_.run.eval_episodes),
-        config_.run.eval_episodes, snapshot_.counters.env_steps));
-  }
-  return actor::parse_evaluation(read_file(result));
 }
 
 void Evaluator::record_best(const std::string& snapshot, EvalReport& report) {

@@ -1,17 +1,13 @@
 // The learner's periodic evaluation (docs/architecture.md §4): a snapshot
-// of the learner's state → `checkpoints/evaluating.ckpt` → an evaluation
-// process (`pronghorn evaluation-process`, started through fleet/ as actors
-// are) that runs actor::evaluate_policy (greedy, run.eval_episodes episodes,
-// evaluation_seed) and writes its returns to `evaluating.result` → the
-// result, and the snapshot renamed `best.ckpt` when it beats every earlier
-// one. Training never waits for it: start() hands over a copy and returns,
-// and a snapshot offered while one is being evaluated is refused.
-//
-// Its own process, so that an env that crashes only at evaluation's batch
-// size (actor/evaluation.h: up to 32 envs) cannot take the learner down: a
-// crash there is an Error from take() naming the env and how the process
-// ended, and the job ends with it as with crashing actors (exit 1). Its
-// stderr passes through the learner's, line by line.
+// of the learner's state → `checkpoints/evaluating.ckpt` → the evaluation
+// process (learner/evaluation_process.h) runs actor::evaluate_policy on it
+// (greedy, run.eval_episodes episodes, evaluation_seed) → the result, and
+// the snapshot renamed `best.ckpt` when it beats every earlier one.
+// Training never waits for it: start() hands over a copy and returns, and a
+// snapshot offered while one is being evaluated is refused. An env that
+// crashes the evaluation process (only at evaluation's batch size, say: up
+// to 32 envs) is an Error from take() naming it, and the job ends with it as
+// with crashing actors (exit 1).
 //
 // best.ckpt is a whole checkpoint (learner/checkpoint.h: optimizer and RNG
 // state too, so it loads and resumes as any other), written atomically; its
@@ -36,6 +32,7 @@
 #include "core/config.h"
 #include "fleet/child_process.h"
 #include "learner/checkpoint.h"
+#include "learner/evaluation_process.h"
 
 namespace pronghorn::learner {
 
@@ -59,8 +56,8 @@ class Evaluator {
   // goes in `checkpoints` (created if missing).
   Evaluator(const Config& config, std::string config_path, std::string checkpoints,
             std::string program = fleet::kThisBinary);
-  // Cancels an evaluation under way (SIGTERM, SIGKILL after 3 s) and joins
-  // the thread.
+  // Cancels an evaluation under way, stops the evaluation process (SIGTERM,
+  // SIGKILL after 3 s) and joins the thread.
   ~Evaluator();
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
@@ -78,14 +75,12 @@ class Evaluator {
   enum class State { kIdle, kRunning, kDone };
   void loop();
   void evaluate();
-  // Runs the evaluation process on `snapshot`; its returns, or cancelled.
-  actor::Evaluation run_process(const std::string& snapshot, const std::string& result);
   void record_best(const std::string& snapshot, EvalReport& report);
 
   const Config config_;
   const std::string config_path_;
   const std::string checkpoints_;
-  const std::string program_;
+  EvaluationProcess process_;                               // the evaluator thread's
   double best_ = -std::numeric_limits<double>::infinity();  // evaluator thread only
   std::atomic<State> state_{State::kIdle};
   std::atomic<bool> cancel_{false};

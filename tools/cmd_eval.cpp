@@ -8,6 +8,7 @@
 // (learner/evaluation.h: the same function).
 #include <fmt/format.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,10 +21,10 @@
 #include "actor/evaluation.h"
 #include "buffer/process.h"
 #include "core/error.h"
-#include "core/files.h"
 #include "core/logging.h"
 #include "envs/env.h"
 #include "fleet/actor_command.h"
+#include "fleet/local_socket.h"
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_model.h"
 #include "model/policy.h"
@@ -69,18 +70,21 @@ struct LoadedPolicy {
   PolicyNet model;
 };
 
-// The policy of `config` with the parameters of `ckpt` (read from `file`).
-LoadedPolicy policy_of(const Config& config, const std::string& config_path,
-                       const learner::Checkpoint& ckpt, const std::string& file) {
+// The policy `config` makes (its weights as initialised).
+LoadedPolicy policy_for(const Config& config) {
   EnvConfig one_env = config.env;  // for the spec alone
   one_env.num_envs = 1;
   const EnvSpec spec = envs::make_env(one_env, 0)->spec();
-  PolicyNet model(model_spec_for(spec, config.model));
+  return {spec, PolicyNet(model_spec_for(spec, config.model))};
+}
+
+// `model` with the parameters of `ckpt` (read from `file`), when they fit.
+void load_parameters(PolicyNet& model, const learner::Checkpoint& ckpt, const std::string& file,
+                     const std::string& config_path) {
   const std::string unfit = learner::parameters_unfit(ckpt, learner::parameter_layout(*model));
   PRONGHORN_CHECK(unfit.empty(), "checkpoint ", file, " does not fit the model of ", config_path,
                   ": ", unfit);
   model->read_flat(ckpt.parameters.data());
-  return {spec, model};
 }
 
 // Sets `cancel` once `stop` is set or process `parent` (0: none) is gone,
@@ -106,28 +110,36 @@ class CancelWatch {
   std::thread thread_;  // last: started once done_ exists
 };
 
-// The learner's periodic evaluation, in a process of its own (learner/
-// evaluator.h): greedy, run.eval_episodes episodes from the run's evaluation
-// seed, as `pronghorn eval` runs them; the returns go to the result file.
-// Stops early on SIGTERM or once the learner is gone.
+// The learner's evaluation process (learner/evaluation_process.h): for each
+// snapshot path the learner sends, greedy returns over run.eval_episodes
+// episodes from the run's evaluation seed, as `pronghorn eval` runs them,
+// sent back with a line "end". Ends when the learner closes the socket or is
+// gone, or on SIGTERM.
 void run_evaluation_process(const fleet::EvaluationTarget& target) {
   init_logging("evaluation", "info");
   const std::atomic<bool>& stop = install_stop_handlers();
   const Config config = load_config(target.config_path, {});
   set_compute_threads(static_cast<int>(config.actor.threads));
-  const learner::Checkpoint ckpt = learner::load_checkpoint(target.checkpoint);
-  PolicyNet model = policy_of(config, target.config_path, ckpt, target.checkpoint).model;
+  const int socket = fleet::connect_local(target.socket);
   const uint64_t seed = actor::evaluation_seed(static_cast<uint64_t>(config.run.seed));
-  torch::manual_seed(seed);
   std::atomic<bool> cancel{false};
-  actor::Evaluation e;
-  {
-    const CancelWatch watch(stop, target.parent, cancel);
-    e = actor::evaluate_policy(model, config.env, config.run.eval_episodes, /*greedy=*/true, seed,
+  const CancelWatch watch(stop, target.parent, cancel);
+  PolicyNet model = policy_for(config).model;
+  std::string inbox;
+  while (!cancel.load()) {
+    if (!fleet::receive_text(socket, inbox, std::chrono::milliseconds(100))) break;
+    const size_t newline = inbox.find('\n');
+    if (newline == std::string::npos) continue;
+    const std::string snapshot = inbox.substr(0, newline);
+    inbox.erase(0, newline + 1);
+    load_parameters(model, learner::load_checkpoint(snapshot), snapshot, target.config_path);
+    torch::manual_seed(seed);
+    const actor::Evaluation e =
+        actor::evaluate_policy(model, config.env, config.run.eval_episodes, /*greedy=*/true, seed,
                                &cancel, config.model.fast_path);
+    fleet::send_text(socket, actor::format_evaluation(e) + "end\n");
   }
-  PRONGHORN_CHECK(write_file_atomically(target.result, actor::format_evaluation(e)),
-                  "evaluation result ", target.result, ": cannot write it");
+  close(socket);
 }
 
 void run_eval(const EvalArgs& args) {
@@ -145,7 +157,8 @@ void run_eval(const EvalArgs& args) {
   const fs::path run_dir = fs::path(file).parent_path().parent_path();
   const std::string config_path = (run_dir / "config.toml").string();
   const Config config = load_config(config_path, {});
-  auto [spec, model] = policy_of(config, config_path, ckpt, file);
+  auto [spec, model] = policy_for(config);
+  load_parameters(model, ckpt, file, config_path);
   const uint64_t seed =
       args.seed.value_or(actor::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
   const int64_t episodes = args.episodes.value_or(config.run.eval_episodes);
@@ -196,9 +209,7 @@ Command add_evaluation_process_command(CLI::App& app) {
   command->group("");  // internal: not listed in --help
   // The command line fleet/actor_command.h builds.
   command->add_option(fleet::kConfigFlag, target->config_path, "the run's config.toml")->required();
-  command->add_option(fleet::kCheckpointFlag, target->checkpoint, "the policy to evaluate")
-      ->required();
-  command->add_option(fleet::kResultFlag, target->result, "where the returns go")->required();
+  command->add_option(fleet::kSocketFlag, target->socket, "the learner's local socket")->required();
   command->add_option(fleet::kParentFlag, target->parent, "stop when this process is gone");
   return {command, [target] { run_evaluation_process(*target); }};
 }
