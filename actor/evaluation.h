@@ -38,8 +38,8 @@ void summarise(Evaluation& e);
 // env seeds (actor/actor.cpp: seed * 100003 + 7 * stream + 1).
 inline uint64_t evaluation_seed(uint64_t run_seed) { return run_seed * 100003 + 5; }
 
-// An evaluation as a file, for the process that ran it to hand to the
-// learner: "env_steps N", "cancelled 0|1", then one "return R" per episode,
+// An evaluation as text, for the evaluation process to send to the learner
+// (learner/evaluation_process.h): "env_steps N", "cancelled 0|1", then one "return R" per episode,
 // exactly (17 significant digits). parse_evaluation() throws Error on text
 // not of this form, and summarises what it read.
 std::string format_evaluation(const Evaluation& e);

@@ -156,11 +156,12 @@ std::string Kind<bool*>::format(const bool* v, const Field&) { return *v ? "true
 
 // "auto" or an integer.
 std::string Kind<std::optional<int64_t>*>::read(std::optional<int64_t>* v, const toml::node& node,
-                                                KindContext&) {
-  if (node.is_integer()) {
-    *v = node.as_integer()->get();
-  } else if (node.is_string() && node.as_string()->get() == kAuto) {
+                                                KindContext& ctx) {
+  int64_t number = 0;
+  if (node.is_string() && node.as_string()->get() == kAuto) {
     *v = std::nullopt;
+  } else if (Kind<int64_t*>::read(&number, node, ctx).empty()) {
+    *v = number;
   } else {
     return expected(kName);
   }
@@ -184,13 +185,12 @@ std::string Kind<std::optional<int64_t>*>::check(const std::optional<int64_t>* v
 
 // "auto" or a number.
 std::string Kind<std::optional<double>*>::read(std::optional<double>* v, const toml::node& node,
-                                               KindContext&) {
-  if (node.is_integer()) {
-    *v = static_cast<double>(node.as_integer()->get());
-  } else if (node.is_floating_point()) {
-    *v = node.as_floating_point()->get();
-  } else if (node.is_string() && node.as_string()->get() == kAuto) {
+                                               KindContext& ctx) {
+  double number = 0;
+  if (node.is_string() && node.as_string()->get() == kAuto) {
     *v = std::nullopt;
+  } else if (Kind<double*>::read(&number, node, ctx).empty()) {
+    *v = number;
   } else {
     return expected(kName);
   }
