@@ -1,0 +1,269 @@
+# An env worker: steps K envs of the user's own Python (Gymnasium's, or a
+# callable of theirs) as one vector per call, for one actor of Pronghorn
+# (envs/python_env.h starts it, in the interpreter env.python names). It
+# loads no LibTorch and no Pronghorn code: its only imports are the standard
+# library, NumPy and what the env itself imports.
+#
+# Talk, over the socket the actor passes as fd 3, one line each way:
+#   worker: "spec {…}" (a TOML inline table) once the env exists, with the
+#           shared memory (a memfd) passed beside it (SCM_RIGHTS); or
+#           "error <line>" and exit 2
+#   actor:  "reset" | "step"; worker: "ok" | "error <line>" (traceback on stderr)
+# The memory holds, at the offsets the spec's "layout" gives: actions [K, ...]
+# (int32, or float32 [K, D]), obs [K, obs...], rewards float32 [K],
+# terminated and truncated uint8 [K], final_obs [K, obs...].
+#
+# Semantics: Pronghorn's, which are Gymnasium's SAME_STEP autoreset: a row
+# whose episode ended returns the next episode's first observation, and the
+# ended episode's last observation goes to final_obs. Seeds: env i gets
+# seed + i at the first reset; later resets and autoresets continue each
+# env's generator.
+import json
+import os
+import socket
+import sys
+import traceback
+
+
+class Refused(Exception):
+    """Something the user named cannot be hosted: exit 2 (usage)."""
+
+
+def parse_name(name):
+    """("gymnasium", id) or ("python", "module:callable")."""
+    kind, _, rest = name.partition(":")
+    if kind not in ("gymnasium", "python") or not rest:
+        raise Refused(f"env.name = {name!r}: expected \"gymnasium:<id>\" or "
+                      f"\"python:<module>:<callable>\"")
+    if kind == "python" and rest.count(":") != 1:
+        raise Refused(f"env.name = {name!r}: expected \"python:<module>:<callable>\"")
+    return kind, rest
+
+
+def make_vector(name, options, k, max_episode_steps):
+    """A Gymnasium vector env of k envs with SAME_STEP autoreset."""
+    import gymnasium
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+
+    kind, rest = parse_name(name)
+    kwargs = dict(options)
+    if max_episode_steps > 0:
+        kwargs["max_episode_steps"] = max_episode_steps
+    if kind == "gymnasium":
+        try:
+            return gymnasium.make_vec(
+                rest, num_envs=k, vectorization_mode="sync",
+                vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **kwargs)
+        except gymnasium.error.Error as e:
+            raise Refused(f"env.name = {name!r}: {type(e).__name__}: {e}") from e
+    module_name, _, attribute = rest.partition(":")
+    try:
+        module = __import__(module_name, fromlist=["_"])
+    except ImportError as e:
+        raise Refused(f"env.name = {name!r}: cannot import {module_name}: {e}") from e
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise Refused(f"env.name = {name!r}: {module_name} has no callable {attribute}")
+
+    def one():
+        return factory(**kwargs)
+
+    first = one()
+    if isinstance(first, VectorEnv):
+        mode = first.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode != AutoresetMode.SAME_STEP or first.num_envs != k:
+            raise Refused(
+                f"env.name = {name!r}: a vector env must autoreset SAME_STEP and hold "
+                f"env.num_envs = {k} envs (it has {first.num_envs}, {mode}); or return "
+                f"one env and let Pronghorn make the vector")
+        return first
+    made = [first]
+
+    def each():
+        return made.pop() if made else one()
+
+    return SyncVectorEnv([each] * k, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def describe(vec, name):
+    """The spec Pronghorn reads (core/env_spec.h), or Refused."""
+    import numpy as np
+    from gymnasium import spaces
+
+    obs_space, action_space = vec.single_observation_space, vec.single_action_space
+    if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) > 4:
+        raise Refused(f"{name}: observation space {obs_space}: expected a Box of rank 4 or "
+                      f"less (Dict, Tuple, MultiDiscrete, Text: not supported yet)")
+    if obs_space.dtype == np.uint8:
+        obs_dtype = "uint8"
+    elif obs_space.dtype in (np.float32, np.float64):
+        obs_dtype = "float32"  # float64 observations arrive as float32
+    else:
+        raise Refused(f"{name}: observation space {obs_space}: expected float32, float64 or "
+                      f"uint8 values")
+    spec = {"obs_dtype": obs_dtype, "obs_shape": list(obs_space.shape)}
+    if isinstance(action_space, spaces.Discrete):
+        spec.update(action_kind="discrete", action_size=int(action_space.n),
+                    action_start=int(action_space.start))
+    elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
+        low = np.asarray(action_space.low, dtype=np.float64)
+        high = np.asarray(action_space.high, dtype=np.float64)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise Refused(f"{name}: action space {action_space}: expected finite bounds")
+        spec.update(action_kind="continuous", action_size=int(action_space.shape[0]),
+                    action_low=low.tolist(), action_high=high.tolist())
+    else:
+        raise Refused(f"{name}: action space {action_space}: expected Discrete or a Box of "
+                      f"rank 1 (MultiDiscrete, Tuple, Dict: not supported yet)")
+    env_spec = getattr(vec, "spec", None)
+    spec["max_episode_steps"] = int(getattr(env_spec, "max_episode_steps", None) or 0)
+    spec["target_return"] = float(getattr(env_spec, "reward_threshold", None) or 0)
+    return spec
+
+
+class Memory:
+    """The shared memory and the NumPy views of it."""
+
+    def __init__(self, spec, k):
+        import mmap
+
+        import numpy as np
+
+        obs_dtype = np.uint8 if spec["obs_dtype"] == "uint8" else np.float32
+        obs_shape = (k, *spec["obs_shape"])
+        discrete = spec["action_kind"] == "discrete"
+        action_shape = (k,) if discrete else (k, spec["action_size"])
+        fields = [("actions", np.int32 if discrete else np.float32, action_shape),
+                  ("obs", obs_dtype, obs_shape), ("rewards", np.float32, (k,)),
+                  ("terminated", np.uint8, (k,)), ("truncated", np.uint8, (k,)),
+                  ("final_obs", obs_dtype, obs_shape)]
+        layout, offset = {}, 0
+        for field, dtype, shape in fields:
+            offset = (offset + 63) // 64 * 64  # each field on its own cache lines
+            layout[field] = offset
+            offset += int(np.prod(shape)) * np.dtype(dtype).itemsize
+        layout["size"] = max(offset, 1)
+        self.layout = layout
+        self.fd = os.memfd_create("pronghorn-env", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, layout["size"])
+        self.map = mmap.mmap(self.fd, layout["size"])
+        for field, dtype, shape in fields:
+            view = np.frombuffer(self.map, dtype=dtype, count=int(np.prod(shape)),
+                                 offset=layout[field]).reshape(shape)
+            setattr(self, field, view)
+
+
+class Worker:
+    def __init__(self, vec, spec, k, seed):
+        import numpy as np
+
+        self.np = np
+        self.vec, self.k, self.seed = vec, k, seed
+        self.memory = Memory(spec, k)
+        self.start = spec.get("action_start", 0)
+        self.seeded = False
+
+    def reset(self):
+        seed = None if self.seeded else self.seed
+        self.seeded = True
+        obs, _ = self.vec.reset(seed=seed)
+        self.memory.obs[...] = obs
+
+    def step(self):
+        np, m = self.np, self.memory
+        actions = m.actions + self.start if self.start else m.actions
+        obs, rewards, terminated, truncated, info = self.vec.step(actions.copy())
+        m.obs[...] = obs
+        m.rewards[...] = rewards
+        m.terminated[...] = terminated
+        m.truncated[...] = truncated
+        ended = info.get("_final_obs")
+        if ended is not None:
+            final = info["final_obs"]
+            for i in np.flatnonzero(ended):
+                m.final_obs[i] = final[i]  # cast to the obs dtype (float64 → float32)
+
+
+def toml_inline(value):
+    """`value` (a dict, list, str, bool, int or float) as TOML text."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_inline(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)  # finite: checked where it matters
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value))  # a TOML basic string for what a spec holds
+
+
+def serve(control, worker):
+    lines = control.makefile("rb")
+    while True:
+        line = lines.readline()
+        if not line:
+            return  # the actor is gone
+        command = line.strip().decode()
+        try:
+            if command == "reset":
+                worker.reset()
+            elif command == "step":
+                worker.step()
+            else:
+                raise RuntimeError(f"unknown command {command!r}")
+            control.sendall(b"ok\n")
+        except Exception as e:  # the env's own: the job ends naming it
+            traceback.print_exc()
+            message = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[-1]
+            control.sendall(f"error {message}\n".encode())
+            return
+
+
+def watch_parent(parent):
+    """Die with the actor, even while an env step never returns."""
+    import ctypes
+    import threading
+    import time
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def loop():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def main(argv):
+    args = json.loads(argv[0])
+    watch_parent(args["parent"])
+    control = socket.socket(fileno=args["control_fd"])
+    try:
+        vec = make_vector(args["name"], args["options"], args["num_envs"],
+                          args["max_episode_steps"])
+        spec = describe(vec, args["name"])
+        worker = Worker(vec, spec, args["num_envs"], args["seed"])
+    except Refused as e:
+        control.sendall(f"error {e}\n".encode())
+        return 2
+    except Exception as e:
+        traceback.print_exc()
+        message = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[-1]
+        control.sendall(f"error {args['name']}: {message}\n".encode())
+        return 2
+    spec["layout"] = worker.memory.layout
+    socket.send_fds(control, [f"spec {toml_inline(spec)}\n".encode()], [worker.memory.fd])
+    serve(control, worker)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
