@@ -19,13 +19,19 @@
 #include <string_view>
 #include <vector>
 
+#include "core/option_table.h"
+
 namespace pronghorn {
 
 struct EnvConfig {
-  std::string name = "cartpole";  // a built-in env (`pronghorn envs` lists them)
+  // A built-in env (`pronghorn envs` lists them), "gymnasium:<id>" or
+  // "python:<module>:<callable>" (envs/python_env.h).
+  std::string name = "cartpole";
   std::string plugin;             // path of a user env library; overrides `name`
   int64_t num_envs = 32;          // K: envs stepped as one batch by each actor
   int64_t max_episode_steps = 0;  // time limit; 0 keeps the env's own
+  std::string python = "python3";  // the interpreter of a Python env (its venv's packages)
+  OptionTable options;             // a Python env's keyword arguments
 };
 
 // The most actors one node may be asked to run (actor.count, ScaleActors).

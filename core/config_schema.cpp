@@ -14,10 +14,12 @@ std::vector<Field> fields(Config& c) {
   // per key: clang-format keeps out.
   // clang-format off
   return {
-    {"env",         "name",                  &c.env.name,                         0,     0,                    {},                             kSame,    "built-in env (see `pronghorn envs`)"},
+    {"env",         "name",                  &c.env.name,                         0,     0,                    {},                             kSame,    "built-in env (see `pronghorn envs`), \"gymnasium:<id>\" or \"python:<module>:<callable>\""},
     {"env",         "plugin",                &c.env.plugin,                       0,     0,                    {},                             kSame,    "path of a user env library (.so); overrides env.name"},
     {"env",         "num_envs",              &c.env.num_envs,                     1,     1 << 20,              {},                             kSame,    "K: envs each actor steps as one batch"},
     {"env",         "max_episode_steps",     &c.env.max_episode_steps,            0,     1e9,                  {},                             kSame,    "time limit in steps; 0 keeps the env's own"},
+    {"env",         "python",                &c.env.python,                       0,     0,                    {},                             kPerRank, "interpreter of a Python env (a venv's python brings its packages)"},
+    {"env",         "options",               &c.env.options,                      0,     0,                    {},                             kSame,    "a Python env's keyword arguments: [env.options] or --set env.options.NAME=VALUE"},
 
     {"actor",       "count",                 &c.actor.count,                      0,     kMaxActors,           {},                             kPerRank, "actor processes on this node: \"auto\" = one per spare core; 0 = none (remote actors only)"},
     {"actor",       "unroll_length",         &c.actor.unroll_length,              1,     4096,                 {},                             kSame,    "T: env steps per unroll"},

@@ -14,6 +14,7 @@
 #include "envs/memory.h"
 #include "envs/pendulum.h"
 #include "envs/plugin.h"
+#include "envs/python_env.h"
 #include "envs/pong.h"
 
 namespace pronghorn::envs {
@@ -128,6 +129,9 @@ std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_
 }
 
 std::unique_ptr<BatchEnv> make_env(const EnvConfig& config, uint64_t seed) {
+  if (config.plugin.empty() && PythonEnv::names_python_env(config.name)) {
+    return PythonEnv::start(config, seed);
+  }
   if (!config.plugin.empty()) {
     return PluginLibrary::open(config.plugin)
         ->make_env(config.name, config.num_envs, seed, config.max_episode_steps);

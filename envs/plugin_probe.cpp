@@ -3,6 +3,8 @@
 // what happened into a spec or one Error.
 #include "envs/plugin_probe.h"
 
+#include "envs/python_env.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -205,6 +207,11 @@ milliseconds ProbeCommand::default_probe_deadline() {
 }
 
 EnvSpec probe_env_spec(const EnvConfig& config, const ProbeCommand& command) {
+  if (config.plugin.empty() && PythonEnv::names_python_env(config.name)) {
+    EnvConfig one = config;  // the worker is a child process already
+    one.num_envs = 1;
+    return PythonEnv::start(one, 0)->spec();
+  }
   if (config.plugin.empty()) {
     return make_builtin_env(config.name, 1, 0, config.max_episode_steps)->spec();
   }
