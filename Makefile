@@ -15,6 +15,8 @@ deps:
 
 test-deps:
 	@tools/setup-deps --test
+	@tools/setup-test-python >/dev/null
+	@tools/setup-test-python --torch >/dev/null
 
 configure: deps
 	@cmake -S . -B $(BUILD) $(WERROR_ARG) $(CMAKE_ARGS) >/dev/null

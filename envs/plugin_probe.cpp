@@ -3,8 +3,6 @@
 // what happened into a spec or one Error.
 #include "envs/plugin_probe.h"
 
-#include "envs/python_env.h"
-
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -20,6 +18,7 @@
 
 #include "core/error.h"
 #include "envs/probe_report.h"
+#include "envs/python_env.h"
 
 // POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
 extern char** environ;  // NOLINT(readability-redundant-declaration)
@@ -208,9 +207,7 @@ milliseconds ProbeCommand::default_probe_deadline() {
 
 EnvSpec probe_env_spec(const EnvConfig& config, const ProbeCommand& command) {
   if (config.plugin.empty() && PythonEnv::names_python_env(config.name)) {
-    EnvConfig one = config;  // the worker is a child process already
-    one.num_envs = 1;
-    return PythonEnv::start(one, 0)->spec();
+    return probe_python_env(config);
   }
   if (config.plugin.empty()) {
     return make_builtin_env(config.name, 1, 0, config.max_episode_steps)->spec();

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -29,13 +30,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Run by `env.python -c`: refuses an interpreter older than 3.10 in words
-// (the worker's own syntax would fail to compile there), then runs the
-// worker, its source and arguments being argv[1] and argv[2].
+// on the control socket, fd 3 (the worker's own syntax would fail to compile
+// there), then runs the worker, its source and arguments being argv[1] and
+// argv[2].
 constexpr const char* kBootstrap =
-    "import sys\n"
+    "import os, sys\n"
     "if sys.version_info < (3, 10):\n"
-    "    sys.stderr.write('pronghorn: this is Python %d.%d; Python envs need 3.10 or newer\\n'"
-    " % sys.version_info[:2])\n"
+    "    os.write(3, ('error this is Python %d.%d; Python envs need 3.10 or newer\\n'"
+    " % sys.version_info[:2]).encode())\n"
     "    sys.exit(2)\n"
     "source, sys.argv = sys.argv[1], ['pronghorn_worker.py'] + sys.argv[2:]\n"
     "exec(compile(source, 'pronghorn_worker.py', 'exec'), {'__name__': '__main__'})\n";
@@ -109,6 +111,25 @@ std::vector<float> floats(const toml::table& t, const char* key) {
 }
 
 }  // namespace
+
+EnvSpec probe_python_env(const EnvConfig& config) {
+  EnvConfig one = config;
+  one.num_envs = 1;
+  auto env = PythonEnv::start(one, 0);
+  const EnvSpec& spec = env->spec();
+  std::vector<uint8_t> obs(spec.obs_bytes()), final_obs(spec.obs_bytes());
+  std::vector<float> actions(std::max<int64_t>(spec.action_size, 1), 0.0f);
+  if (spec.action_kind == ActionKind::kContinuous) {
+    for (size_t d = 0; d < spec.action_low.size() && d < actions.size(); ++d) {
+      actions[d] = spec.action_low[d];  // in bounds, whatever they are
+    }
+  }
+  float reward = 0;
+  uint8_t terminated = 0, truncated = 0;
+  env->reset(obs.data());
+  env->step(actions.data(), {obs.data(), &reward, &terminated, &truncated, final_obs.data()});
+  return spec;
+}
 
 bool PythonEnv::names_python_env(const std::string& name) {
   return name.starts_with("gymnasium:") || name.starts_with("python:");

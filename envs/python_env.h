@@ -1,4 +1,4 @@
-// Envs of the user's own Python (docs/architecture.md §7): env.name
+// Envs of the user's own Python (docs/architecture.md §7, docs/envs.md): env.name
 // "gymnasium:<id>" (any registered Gymnasium id) or
 // "python:<module>:<callable>" (a callable returning a Gymnasium env, or a
 // SAME_STEP vector env of env.num_envs envs), with env.options as keyword
@@ -34,6 +34,11 @@
 
 namespace pronghorn::envs {
 
+// The spec of the Python env `config` names, tried as the job's start
+// check: its worker (a child process) makes one env, resets and steps it
+// once. Throws as PythonEnv does.
+EnvSpec probe_python_env(const EnvConfig& config);
+
 class PythonEnv final : public BatchEnv {
  public:
   // How long the worker may take to import the env's packages and make K envs.
@@ -47,6 +52,7 @@ class PythonEnv final : public BatchEnv {
   ~PythonEnv() override;  // closes the socket; the worker exits (SIGKILL after 2 s)
 
   std::string label() const override;
+  pid_t worker_pid() const { return pid_; }
 
  protected:
   void reset_unchecked(void* obs) override;

@@ -137,7 +137,11 @@ void run_evaluation_process(const fleet::EvaluationTarget& target) {
     const actor::Evaluation e =
         actor::evaluate_policy(model, config.env, config.run.eval_episodes, /*greedy=*/true, seed,
                                &cancel, config.model.fast_path);
-    fleet::send_text(socket, actor::format_evaluation(e) + "end\n");
+    try {
+      fleet::send_text(socket, actor::format_evaluation(e) + "end\n");
+    } catch (const Error&) {
+      break;  // the learner closed its end as the job ended: the result is not wanted
+    }
   }
   close(socket);
 }

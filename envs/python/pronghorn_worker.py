@@ -16,13 +16,18 @@
 # Semantics: Pronghorn's, which are Gymnasium's SAME_STEP autoreset: a row
 # whose episode ended returns the next episode's first observation, and the
 # ended episode's last observation goes to final_obs. Seeds: env i gets
-# seed + i at the first reset; later resets and autoresets continue each
-# env's generator.
+# env_seed(seed, i) at the first reset; later resets and autoresets continue
+# each env's generator.
 import json
 import os
 import socket
 import sys
 import traceback
+
+
+def env_seed(seed, i):
+    """Env i's Gymnasium seed: distinct for every (actor seed, i < 2^20)."""
+    return ((seed << 20) + i) & (2**63 - 1)
 
 
 class Refused(Exception):
@@ -44,12 +49,13 @@ def make_vector(name, options, k, max_episode_steps):
     """A Gymnasium vector env of k envs with SAME_STEP autoreset."""
     import gymnasium
     from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+    from gymnasium.wrappers import TimeLimit
 
     kind, rest = parse_name(name)
-    kwargs = dict(options)
-    if max_episode_steps > 0:
-        kwargs["max_episode_steps"] = max_episode_steps
     if kind == "gymnasium":
+        kwargs = dict(options)
+        if max_episode_steps > 0:
+            kwargs["max_episode_steps"] = max_episode_steps
         try:
             return gymnasium.make_vec(
                 rest, num_envs=k, vectorization_mode="sync",
@@ -66,7 +72,10 @@ def make_vector(name, options, k, max_episode_steps):
         raise Refused(f"env.name = {name!r}: {module_name} has no callable {attribute}")
 
     def one():
-        return factory(**kwargs)
+        env = factory(**options)
+        if max_episode_steps > 0 and not isinstance(env, VectorEnv):
+            env = TimeLimit(env, max_episode_steps)
+        return env
 
     first = one()
     if isinstance(first, VectorEnv):
@@ -76,6 +85,9 @@ def make_vector(name, options, k, max_episode_steps):
                 f"env.name = {name!r}: a vector env must autoreset SAME_STEP and hold "
                 f"env.num_envs = {k} envs (it has {first.num_envs}, {mode}); or return "
                 f"one env and let Pronghorn make the vector")
+        if max_episode_steps > 0:
+            raise Refused(f"env.name = {name!r}: env.max_episode_steps cannot cut the episodes "
+                          f"of a vector env; set the time limit where the callable makes it")
         return first
     made = [first]
 
@@ -83,6 +95,19 @@ def make_vector(name, options, k, max_episode_steps):
         return made.pop() if made else one()
 
     return SyncVectorEnv([each] * k, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def time_limit(vec, options, max_episode_steps):
+    """The time limit the envs run under; 0: none known."""
+    if max_episode_steps > 0:
+        return max_episode_steps
+    if isinstance(options.get("max_episode_steps"), int):
+        return options["max_episode_steps"]
+    env_spec = getattr(vec, "spec", None)
+    if getattr(env_spec, "max_episode_steps", None):
+        return int(env_spec.max_episode_steps)
+    envs = getattr(vec, "envs", None) or []  # a SyncVectorEnv of the user's envs
+    return int(getattr(envs[0], "_max_episode_steps", 0) or 0) if envs else 0
 
 
 def describe(vec, name):
@@ -116,7 +141,6 @@ def describe(vec, name):
         raise Refused(f"{name}: action space {action_space}: expected Discrete or a Box of "
                       f"rank 1 (MultiDiscrete, Tuple, Dict: not supported yet)")
     env_spec = getattr(vec, "spec", None)
-    spec["max_episode_steps"] = int(getattr(env_spec, "max_episode_steps", None) or 0)
     spec["target_return"] = float(getattr(env_spec, "reward_threshold", None) or 0)
     return spec
 
@@ -164,9 +188,9 @@ class Worker:
         self.seeded = False
 
     def reset(self):
-        seed = None if self.seeded else self.seed
+        seeds = None if self.seeded else [env_seed(self.seed, i) for i in range(self.k)]
         self.seeded = True
-        obs, _ = self.vec.reset(seed=seed)
+        obs, _ = self.vec.reset(seed=seeds)
         self.memory.obs[...] = obs
 
     def step(self):
@@ -250,6 +274,7 @@ def main(argv):
         vec = make_vector(args["name"], args["options"], args["num_envs"],
                           args["max_episode_steps"])
         spec = describe(vec, args["name"])
+        spec["max_episode_steps"] = time_limit(vec, args["options"], args["max_episode_steps"])
         worker = Worker(vec, spec, args["num_envs"], args["seed"])
     except Refused as e:
         control.sendall(f"error {e}\n".encode())

@@ -1,0 +1,75 @@
+# Users' own Python envs, as the tests of Python-hosted envs bring them
+# (env.name = "python:pronghorn_test_envs:<callable>", this folder on
+# PYTHONPATH): good ones, and one per defect a user's env can have.
+import ctypes
+import time
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+
+class Walk(gymnasium.Env):
+    """A walk on a line: obs (position, step), +1 reward at the right end,
+    terminated at either end. `fail_at`: step raises there; `hang_at`: step
+    never returns there; `crash_at`: step segfaults there (in C, as a broken
+    extension would); `nan_at`: the reward is NaN there."""
+
+    def __init__(self, length=5, fail_at=0, hang_at=0, crash_at=0, nan_at=0):
+        self.length, self.fail_at, self.hang_at = length, fail_at, hang_at
+        self.crash_at, self.nan_at = crash_at, nan_at
+        self.observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float64)
+        self.action_space = spaces.Discrete(2)
+        self.position, self.steps = 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = int(self.np_random.integers(-1, 2))
+        self.steps = 0
+        return self.observe(), {}
+
+    def observe(self):
+        return np.array([self.position, self.steps], np.float64)
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.fail_at:
+            raise ValueError(f"the walk fell off its line at step {self.steps}")
+        if self.steps == self.hang_at:
+            while True:
+                time.sleep(1)
+        if self.steps == self.crash_at:
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        self.position += 1 if action == 1 else -1
+        ended = abs(self.position) >= self.length
+        reward = float("nan") if self.steps == self.nan_at else float(self.position >= self.length)
+        return self.observe(), reward, ended, False, {"distance": abs(self.position)}
+
+
+def make_walk(**options):
+    return Walk(**options)
+
+
+def make_torch_walk(**options):
+    """A walk whose observations PyTorch computes: a user's env may import it."""
+    import torch
+
+    class TorchWalk(Walk):
+        def observe(self):
+            return torch.tensor([self.position, self.steps], dtype=torch.float64).numpy()
+
+    return TorchWalk(**options)
+
+
+def make_dict_walk():
+    env = Walk()
+    env.observation_space = spaces.Dict({"position": spaces.Discrete(3)})
+    return env
+
+
+def make_next_step_vector(num_envs=2):
+    """A vector env with Gymnasium's default autoreset (NEXT_STEP): refused."""
+    return gymnasium.vector.SyncVectorEnv([Walk] * num_envs)
+
+
+not_callable = 3

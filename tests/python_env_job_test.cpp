@@ -1,0 +1,255 @@
+// Python-hosted envs in real `pronghorn train` jobs: Gymnasium's CartPole-v1
+// solved through env workers on 5 seeds; what a user can name wrong is exit 2
+// at start; an env that raises, hangs or loses its worker ends or goes on as
+// a crashing actor does. Every case checks that nothing is left behind: this
+// test process is the child subreaper, so a worker orphaned by the job would
+// become its child.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "envs/testing/python_envs.h"
+#include "tests/testing/job.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace pronghorn::testing;
+using pronghorn::envs::testing::python_version;
+using pronghorn::envs::testing::test_python;
+
+// A job of this test: its name, run directory, stderr file; ended by its
+// owner or at scope exit. `args` follow `pronghorn --log-level warn`.
+// "Suite.Case/Param" → "python-env-PID-Case-Param": a valid run.name.
+std::string run_name() {
+  std::string name = "python-env-" + std::to_string(getpid()) + "-" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(name.begin(), name.end(), '/', '-');
+  return name;
+}
+
+struct PythonJob {
+  std::string name = run_name();
+  std::string dir = ::testing::TempDir() + "/" + name;
+  std::string err = dir + ".err";
+  pid_t pid = -1;
+  int status = -1;
+
+  PythonJob() {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    setenv("PYTHONPATH", PRONGHORN_SOURCE_DIR "/envs/testing/python", 1);
+  }
+  ~PythonJob() {
+    if (pid > 0 && kill(pid, SIGTERM) == 0) wait_exit(pid);
+  }
+  void start(const std::vector<std::string>& args) {
+    std::string command = std::string("exec ") + PRONGHORN_BIN + " --log-level warn";
+    for (const std::string& a : args) command += " '" + a + "'";
+    pid = spawn("/bin/sh", {"-c", command + " 2>" + err});
+  }
+  // A job trained until the test stops it, on env `env_name`, then `extra`.
+  void start_training(const std::string& env_name, const std::string& python,
+                      std::vector<std::string> extra) {
+    std::vector<std::string> args = job_args(dir, name);
+    args.insert(args.end(), {"--set", "env.name=" + env_name, "--set", "env.python=" + python,
+                             "--set", "env.num_envs=4", "--set", "run.report_interval_s=0.2"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    start(args);
+  }
+  bool ended(std::chrono::milliseconds timeout) {
+    int s = 0;
+    if (!wait_for([&] { return waitpid(pid, &s, WNOHANG) == pid; }, timeout)) return false;
+    status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+    pid = -1;
+    return true;
+  }
+  std::string last_line() const {
+    std::string text = slurp(err);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text.substr(text.find_last_of("\r\n") + 1);
+  }
+  // Once the job ended: no process of it is left (reaped here if orphaned),
+  // nor a segment.
+  void expect_nothing_left() {
+    auto none_left = [] {
+      while (waitpid(-1, nullptr, WNOHANG) > 0) {  // orphans that ended since
+      }
+      return all_children_of(getpid()).empty();
+    };
+    EXPECT_TRUE(wait_for(none_left, 5s))
+        << "a process of the job outlived it: "
+        << slurp("/proc/" + std::to_string(all_children_of(getpid()).front()) + "/cmdline");
+    EXPECT_TRUE(leftover_segments(name).empty());
+  }
+};
+
+// The job's env workers: descendants of `root` running the worker.
+std::vector<pid_t> workers_under(pid_t root) {
+  std::vector<pid_t> found, frontier = {root};
+  while (!frontier.empty()) {
+    const pid_t p = frontier.back();
+    frontier.pop_back();
+    for (pid_t child : all_children_of(p)) {
+      std::string cmdline = slurp("/proc/" + std::to_string(child) + "/cmdline");
+      if (cmdline.find("pronghorn_worker.py") != std::string::npos) found.push_back(child);
+      frontier.push_back(child);
+    }
+  }
+  return found;
+}
+
+class GymCartPoleTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GymCartPoleTest, ThePresetSolvesOnEvaluation) {
+  PythonJob job;
+  const std::string python = test_python();
+  job.start({"train", "-c", PRONGHORN_SOURCE_DIR "/configs/gym_cartpole.toml", "--run-dir",
+             job.dir, "--set", "run.name=" + job.name, "--set", "env.python=" + python, "--set",
+             "run.seed=" + std::to_string(GetParam()), "--set", "server.address=127.0.0.1:0",
+             "--set", "server.metrics_port=0"});
+  ASSERT_TRUE(job.ended(150s)) << slurp(job.err);
+  EXPECT_EQ(job.status, 0) << slurp(job.err);
+  const std::string err = slurp(job.err);
+  std::smatch solved;
+  ASSERT_TRUE(std::regex_search(err, solved,
+                                std::regex("solved: mean return ([0-9.]+) ≥ 475 on evaluation")))
+      << err;
+  EXPECT_GE(std::stod(solved[1]), 475.0);
+  job.expect_nothing_left();
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, GymCartPoleTest, ::testing::Values(1, 2, 3, 4, 5));
+
+struct StartFault {
+  const char* id;
+  std::string env_name;
+  std::vector<std::string> extra;
+  std::string says;
+};
+
+std::string start_fault_name(const ::testing::TestParamInfo<StartFault>& info) {
+  return info.param.id;
+}
+
+class PythonStartFaultTest : public ::testing::TestWithParam<StartFault> {};
+
+// One line naming what was wrong and the interpreter, exit 2, no run left.
+TEST_P(PythonStartFaultTest, IsExitTwoWithOneLineAtStart) {
+  const StartFault& fault = GetParam();
+  PythonJob job;
+  const std::string python = test_python();
+  job.start_training(fault.env_name, python, fault.extra);
+  ASSERT_TRUE(job.ended(60s)) << slurp(job.err);
+  EXPECT_EQ(job.status, 2) << slurp(job.err);
+  const std::string line = job.last_line();
+  EXPECT_TRUE(line.starts_with("pronghorn: env " + fault.env_name + " (env.python = \"" + python +
+                               "\"): "))
+      << line;
+  EXPECT_NE(line.find(fault.says), std::string::npos) << line;
+  EXPECT_FALSE(std::filesystem::exists(job.dir + "/checkpoints")) << "no run started";
+  job.expect_nothing_left();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, PythonStartFaultTest,
+    ::testing::Values(
+        StartFault{"MissingModule", "python:no_such_module_xyz:make_env", {},
+                   "cannot import no_such_module_xyz"},
+        StartFault{"WrongCallable", "python:pronghorn_test_envs:make_nothing", {},
+                   "pronghorn_test_envs has no callable make_nothing"},
+        StartFault{"BadOption",
+                   "gymnasium:CartPole-v1",
+                   {"--set", "env.options.no_such_option=3"},
+                   "unexpected keyword argument 'no_such_option'"},
+        StartFault{"UnsupportedSpace", "python:pronghorn_test_envs:make_dict_walk", {},
+                   "observation space Dict"}),
+    start_fault_name);
+
+TEST(PythonEnvJobTest, AnInterpreterOlderThan310IsExitTwoAtStart) {
+  for (const std::string& other : pronghorn::envs::testing::other_pythons()) {
+    const std::string version = python_version(other);
+    if (version.empty() || (version >= "3.10" && version.size() >= 4)) continue;
+    PythonJob job;
+    job.start_training("gymnasium:CartPole-v1", other, {});
+    ASSERT_TRUE(job.ended(60s)) << slurp(job.err);
+    EXPECT_EQ(job.status, 2);
+    EXPECT_EQ(job.last_line(), "pronghorn: env gymnasium:CartPole-v1 (env.python = \"" + other +
+                                   "\"): this is Python " + version +
+                                   "; Python envs need 3.10 or newer");
+    job.expect_nothing_left();
+    return;
+  }
+  GTEST_SKIP() << "no Python older than 3.10 on this machine (pythonX.Y on PATH or pyenv)";
+}
+
+// Every actor life commits unrolls, then its env raises: the crash rate ends
+// the job with the actor's line, which names the env and the exception.
+TEST(PythonEnvJobTest, AnExceptionInStepEndsTheJobNamingIt) {
+  PythonJob job;
+  job.start_training("python:pronghorn_test_envs:make_walk", test_python(),
+                     {"--set", "env.options.fail_at=40", "--set", "env.options.length=1000",
+                      "--set", "actor.unroll_length=16"});
+  ASSERT_TRUE(job.ended(90s)) << slurp(job.err);
+  EXPECT_EQ(job.status, 1);
+  EXPECT_TRUE(std::regex_match(
+      job.last_line(),
+      std::regex("pronghorn: actors crash too often: .*; last: actor 0 exited 1: env "
+                 "python:pronghorn_test_envs:make_walk \\(env.python = \".*\"\\): step failed: "
+                 "ValueError: the walk fell off its line at step 40 \\(actor.max_crash_rate .*")))
+      << job.last_line();
+  EXPECT_NE(slurp(job.err).find("Traceback (most recent call last)"), std::string::npos)
+      << "the traceback is in the log";
+  job.expect_nothing_left();
+}
+
+// The env hangs after its actor committed unrolls (before the first, the
+// watchdog allows for a slow start).
+TEST(PythonEnvJobTest, AStepThatNeverReturnsIsTheWatchdogsStall) {
+  PythonJob job;
+  job.start_training("python:pronghorn_test_envs:make_walk", test_python(),
+                     {"--set", "env.options.hang_at=100", "--set", "env.options.length=1000",
+                      "--set", "actor.unroll_length=16", "--set", "actor.stall_timeout_s=2"});
+  ASSERT_TRUE(job.ended(60s)) << slurp(job.err);
+  EXPECT_EQ(job.status, 1);
+  EXPECT_TRUE(job.last_line().starts_with("pronghorn: actors stalled: no unroll committed for "))
+      << job.last_line();
+  job.expect_nothing_left();
+}
+
+// As an actor killed from outside: its line, a new actor, the job goes on.
+TEST(PythonEnvJobTest, AWorkerKilledFromOutsideCostsOneActorLife) {
+  PythonJob job;
+  job.start_training("gymnasium:CartPole-v1", test_python(), {});
+  ASSERT_TRUE(wait_for([&] { return last_metric(job.dir, "env_steps") > 0; }, 60s))
+      << slurp(job.err);
+  const std::vector<pid_t> workers = workers_under(job.pid);  // the start check's is gone
+  ASSERT_EQ(workers.size(), 1u);
+  ASSERT_EQ(kill(workers.front(), SIGKILL), 0);
+  EXPECT_TRUE(wait_for(
+      [&] { return slurp(job.err).find("was killed by SIGKILL during step") != std::string::npos; },
+      30s))
+      << slurp(job.err);
+  EXPECT_TRUE(wait_for(
+      [&] {
+        const std::vector<pid_t> now = workers_under(job.pid);
+        return !now.empty() && now.front() != workers.front();
+      },
+      30s))
+      << "a new actor with a new worker";
+  const double steps = last_metric(job.dir, "env_steps");
+  EXPECT_TRUE(wait_for([&] { return last_metric(job.dir, "env_steps") > steps; }, 30s))
+      << "training goes on";
+  kill(job.pid, SIGTERM);
+  ASSERT_TRUE(job.ended(30s));
+  job.expect_nothing_left();
+}
+
+}  // namespace
