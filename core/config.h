@@ -27,9 +27,9 @@ struct EnvConfig {
   // A built-in env (`pronghorn envs` lists them), "gymnasium:<id>" or
   // "python:<module>:<callable>" (envs/python_env.h).
   std::string name = "cartpole";
-  std::string plugin;             // path of a user env library; overrides `name`
-  int64_t num_envs = 32;          // K: envs stepped as one batch by each actor
-  int64_t max_episode_steps = 0;  // time limit; 0 keeps the env's own
+  std::string plugin;              // path of a user env library; overrides `name`
+  int64_t num_envs = 32;           // K: envs stepped as one batch by each actor
+  int64_t max_episode_steps = 0;   // time limit; 0 keeps the env's own
   std::string python = "python3";  // the interpreter of a Python env (its venv's packages)
   OptionTable options;             // a Python env's keyword arguments
 };

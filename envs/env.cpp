@@ -14,8 +14,8 @@
 #include "envs/memory.h"
 #include "envs/pendulum.h"
 #include "envs/plugin.h"
-#include "envs/python_env.h"
 #include "envs/pong.h"
+#include "envs/python_env.h"
 
 namespace pronghorn::envs {
 

@@ -11,8 +11,8 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -69,10 +69,11 @@ std::string receive_line(int socket, Clock::time_point deadline, int* fd, const 
                          const std::string& python) {
   std::string line;
   while (line.find('\n') == std::string::npos) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    PRONGHORN_CHECK(left.count() > 0, env, ": the env worker (", python, ") did not answer within ",
-                    std::chrono::duration_cast<std::chrono::seconds>(PythonEnv::kStartTimeout).count(),
-                    " s");
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    PRONGHORN_CHECK(
+        left.count() > 0, env, ": the env worker (", python, ") did not answer within ",
+        std::chrono::duration_cast<std::chrono::seconds>(PythonEnv::kStartTimeout).count(), " s");
     pollfd p{socket, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
     char data[4096];
@@ -132,7 +133,8 @@ EnvSpec probe_python_env(const EnvConfig& config) {
 }
 
 bool PythonEnv::names_python_env(const std::string& name) {
-  return name.starts_with("gymnasium:") || name.starts_with("python:");
+  return name.starts_with("gymnasium:") || name.starts_with("envpool:") ||
+         name.starts_with("python:");
 }
 
 std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t seed) {
@@ -157,8 +159,8 @@ std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t se
   close(sockets[1]);
   if (err != 0) {
     close(sockets[0]);
-    throw UsageError(fmt::format("{}: cannot run env.python = \"{}\": {}", env, python,
-                                 std::strerror(err)));
+    throw UsageError(
+        fmt::format("{}: cannot run env.python = \"{}\": {}", env, python, std::strerror(err)));
   }
   int memory_fd = -1;
   std::string line;
@@ -192,7 +194,8 @@ std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t se
   const toml::table& s = *parsed["v"].as_table();
   EnvSpec spec;
   spec.name = config.name;
-  spec.obs_dtype = s["obs_dtype"].value_or(std::string()) == "uint8" ? Dtype::kUInt8 : Dtype::kFloat32;
+  spec.obs_dtype =
+      s["obs_dtype"].value_or(std::string()) == "uint8" ? Dtype::kUInt8 : Dtype::kFloat32;
   if (const toml::array* shape = s["obs_shape"].as_array()) {
     for (const toml::node& d : *shape) spec.obs_shape.push_back(d.value<int64_t>().value_or(0));
   }
@@ -206,13 +209,11 @@ std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t se
   spec.target_return = s["target_return"].value_or(0.0);
   const toml::table* l = s["layout"].as_table();
   if (l == nullptr) refuse("the env worker's spec has no layout");
-  const Layout layout{static_cast<size_t>(integer(*l, "actions")),
-                      static_cast<size_t>(integer(*l, "obs")),
-                      static_cast<size_t>(integer(*l, "rewards")),
-                      static_cast<size_t>(integer(*l, "terminated")),
-                      static_cast<size_t>(integer(*l, "truncated")),
-                      static_cast<size_t>(integer(*l, "final_obs")),
-                      static_cast<size_t>(integer(*l, "size"))};
+  const Layout layout{
+      static_cast<size_t>(integer(*l, "actions")),   static_cast<size_t>(integer(*l, "obs")),
+      static_cast<size_t>(integer(*l, "rewards")),   static_cast<size_t>(integer(*l, "terminated")),
+      static_cast<size_t>(integer(*l, "truncated")), static_cast<size_t>(integer(*l, "final_obs")),
+      static_cast<size_t>(integer(*l, "size"))};
   const size_t k = static_cast<size_t>(config.num_envs);
   const bool fits = layout.actions + spec.action_bytes() * k <= layout.size &&
                     layout.obs + spec.obs_bytes() * k <= layout.size &&
@@ -220,8 +221,8 @@ std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t se
                     layout.terminated + k <= layout.size && layout.truncated + k <= layout.size &&
                     layout.final_obs + spec.obs_bytes() * k <= layout.size;
   if (!fits) refuse("the env worker's memory layout does not hold its spec");
-  return std::unique_ptr<PythonEnv>(new PythonEnv(std::move(spec), config.num_envs, python, pid,
-                                                  sockets[0], memory_fd, layout));
+  return std::unique_ptr<PythonEnv>(
+      new PythonEnv(std::move(spec), config.num_envs, python, pid, sockets[0], memory_fd, layout));
 }
 
 PythonEnv::PythonEnv(EnvSpec spec, int64_t num_envs, std::string python, pid_t pid, int socket,
@@ -233,8 +234,8 @@ PythonEnv::PythonEnv(EnvSpec spec, int64_t num_envs, std::string python, pid_t p
       layout_(layout) {
   void* memory = mmap(nullptr, layout_.size, PROT_READ | PROT_WRITE, MAP_SHARED, memory_fd, 0);
   close(memory_fd);
-  PRONGHORN_CHECK(memory != MAP_FAILED, label(), ": mmap of the env worker's memory: ",
-                  std::strerror(errno));
+  PRONGHORN_CHECK(memory != MAP_FAILED, label(),
+                  ": mmap of the env worker's memory: ", std::strerror(errno));
   memory_ = static_cast<uint8_t*>(memory);
 }
 
@@ -273,10 +274,10 @@ void PythonEnv::call(const char* command) {
   }
   reply.resize(reply.find('\n'));
   if (reply == "ok") return;
-  PRONGHORN_CHECK(!reply.starts_with("error "), label(), ": ", command, " failed: ",
-                  reply.substr(6));
-  throw Error(fmt::format("{}: {}: the env worker said \"{}\"", label(), command,
-                          reply.substr(0, 80)));
+  PRONGHORN_CHECK(!reply.starts_with("error "), label(), ": ", command,
+                  " failed: ", reply.substr(6));
+  throw Error(
+      fmt::format("{}: {}: the env worker said \"{}\"", label(), command, reply.substr(0, 80)));
 }
 
 void PythonEnv::worker_failed(const std::string& during) {
@@ -314,8 +315,8 @@ void PythonEnv::step_unchecked(const void* actions, const StepOutput& out) {
   const uint8_t* ended_truncated = memory_ + layout_.truncated;
   for (size_t i = 0; i < k; ++i) {  // only ended rows: the contract of envs/env.h
     if (ended_terminated[i] || ended_truncated[i]) {
-      std::memcpy(static_cast<uint8_t*>(out.final_obs) + i * row, memory_ + layout_.final_obs + i * row,
-                  row);
+      std::memcpy(static_cast<uint8_t*>(out.final_obs) + i * row,
+                  memory_ + layout_.final_obs + i * row, row);
     }
   }
 }

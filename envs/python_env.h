@@ -1,8 +1,8 @@
 // Envs of the user's own Python (docs/architecture.md §7, docs/envs.md): env.name
-// "gymnasium:<id>" (any registered Gymnasium id) or
-// "python:<module>:<callable>" (a callable returning a Gymnasium env, or a
-// SAME_STEP vector env of env.num_envs envs), with env.options as keyword
-// arguments, in the interpreter env.python names.
+// "gymnasium:<id>" (any registered Gymnasium id), "envpool:<task>" (an
+// EnvPool task) or "python:<module>:<callable>" (a callable returning a
+// Gymnasium env, or a SAME_STEP vector env of env.num_envs envs), with
+// env.options as keyword arguments, in the interpreter env.python names.
 //
 //   actor (this process)                       env worker (env.python)
 //   PythonEnv::start ── posix_spawn ─────────> envs/python/pronghorn_worker.py
@@ -44,7 +44,7 @@ class PythonEnv final : public BatchEnv {
   // How long the worker may take to import the env's packages and make K envs.
   static constexpr std::chrono::seconds kStartTimeout{120};
 
-  // Whether `name` is a Python env's ("gymnasium:…", "python:…").
+  // Whether `name` is a Python env's ("gymnasium:…", "envpool:…", "python:…").
   static bool names_python_env(const std::string& name);
 
   // Starts the worker and takes its spec. Throws as above.

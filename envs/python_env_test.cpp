@@ -37,9 +37,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 }
 
 // The users' envs of envs/testing/python importable by every worker started after.
-void use_test_envs() {
-  setenv("PYTHONPATH", PRONGHORN_SOURCE_DIR "/envs/testing/python", 1);
-}
+void use_test_envs() { setenv("PYTHONPATH", PRONGHORN_SOURCE_DIR "/envs/testing/python", 1); }
 
 EnvConfig python_env(const std::string& name, const std::string& python, int64_t k = 4) {
   EnvConfig config;
@@ -62,15 +60,14 @@ struct Rollout {
 // the actions the reference drew, and compares every byte with the reference.
 void expect_same_as_gymnasium(const std::string& python, const Rollout& r) {
   const uint64_t seed = 7;
-  const std::string dir = ::testing::TempDir() + "gym-reference-" + r.env_id + "-" +
-                          python_version(python);
+  const std::string dir =
+      ::testing::TempDir() + "gym-reference-" + r.env_id + "-" + python_version(python);
   const std::string options =
       "'{\"max_episode_steps\": " + std::to_string(r.max_episode_steps) + "}'";
-  const auto reference = run_command(python + " " PRONGHORN_SOURCE_DIR
-                                     "/tests/testing/gym_reference.py " +
-                                     r.env_id + " " + std::to_string(r.k) + " " +
-                                     std::to_string(seed) + " " + std::to_string(r.steps) + " " +
-                                     options + " " + dir);
+  const auto reference =
+      run_command(python + " " PRONGHORN_SOURCE_DIR "/tests/testing/gym_reference.py " + r.env_id +
+                  " " + std::to_string(r.k) + " " + std::to_string(seed) + " " +
+                  std::to_string(r.steps) + " " + options + " " + dir);
   ASSERT_EQ(reference.status, 0) << reference.out;
   int terminations = -1, truncations = -1;
   ASSERT_EQ(std::sscanf(reference.out.c_str(), "terminations %d truncations %d", &terminations,
@@ -79,7 +76,8 @@ void expect_same_as_gymnasium(const std::string& python, const Rollout& r) {
   EXPECT_GE(terminations, r.min_terminations) << "the actions must end episodes both ways";
   EXPECT_GE(truncations, r.min_truncations);
 
-  EnvConfig config = python_env("gymnasium:" + r.env_id, python, r.k);
+  const bool envpool = r.env_id.starts_with("envpool:");
+  EnvConfig config = python_env(envpool ? r.env_id : "gymnasium:" + r.env_id, python, r.k);
   config.max_episode_steps = r.max_episode_steps;
   auto env = PythonEnv::start(config, seed);
   const EnvSpec& spec = env->spec();
@@ -123,6 +121,12 @@ TEST(PythonEnvTest, PendulumIsGymnasiumsBitForBit) {
 
 TEST(PythonEnvTest, LunarLanderIsGymnasiumsBitForBit) {
   expect_same_as_gymnasium(test_python(), {"LunarLander-v3", 4, 800, 100, 2, 1});
+}
+
+// EnvPool resets an ended env on its next step; the worker's SAME_STEP
+// vector over it must neither lose nor make up a transition.
+TEST(PythonEnvTest, EnvPoolsCartPoleIsEnvPoolsBitForBit) {
+  expect_same_as_gymnasium(test_python(), {"envpool:CartPole-v1", 4, 300, 25, 2, 1});
 }
 
 // Any CPython >= 3.10 the user names: one of another minor version than
@@ -189,8 +193,8 @@ TEST(PythonEnvTest, AUsersEnvThatImportsPyTorchWorks) {
   std::vector<uint8_t> terminated(4), truncated(4);
   env->reset(obs.data());
   const std::vector<int32_t> right(4, 1);
-  env->step(right.data(), {obs.data(), rewards.data(), terminated.data(), truncated.data(),
-                           final_obs.data()});
+  env->step(right.data(),
+            {obs.data(), rewards.data(), terminated.data(), truncated.data(), final_obs.data()});
   EXPECT_EQ(obs[1], 1.0f) << "the step count, computed by PyTorch";
   bool torch = false;
   for (const std::string& file : mapped_files(env->worker_pid())) {
@@ -209,8 +213,8 @@ TEST(PythonEnvTest, OptionsAreTheEnvsKeywordArguments) {
   env->reset(obs.data());
   const std::vector<int32_t> right(2, 1);
   for (int t = 0; t < 3 && terminated[0] == 0; ++t) {
-    env->step(right.data(), {obs.data(), rewards.data(), terminated.data(), truncated.data(),
-                             final_obs.data()});
+    env->step(right.data(),
+              {obs.data(), rewards.data(), terminated.data(), truncated.data(), final_obs.data()});
   }
   EXPECT_EQ(terminated[0], 1) << "length 2: the right end within 3 steps";
   EXPECT_EQ(final_obs[0], 2.0f);

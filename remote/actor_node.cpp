@@ -162,7 +162,7 @@ NodeExit Node::serve() {
     unsettled_.reset();
     if (reply.incarnation() != incarnation_) {
       // The same job resumed (`--resume`): it must still fill this node's slots.
-      const NodeJob again = read_job(reply, o_.learner, o_.plugin);
+      const NodeJob again = read_job(reply, o_.learner, o_.plugin, o_.python);
       if (again.spec_hash != job_->spec_hash || again.slot_bytes != job_->slot_bytes) {
         throw UsageError(fmt::format(
             "the job {} resumed at {} with another unroll spec ({:016x}, slots of {} bytes; this "
@@ -179,7 +179,7 @@ NodeExit Node::serve() {
 // The first Join: the job's config checked here, then the node's ring, its
 // slab-to-be and the config its actors read.
 void Node::set_up(const v1::JoinReply& reply) {
-  job_ = read_job(reply, o_.learner, o_.plugin);
+  job_ = read_job(reply, o_.learner, o_.plugin, o_.python);
   if (job_->plugin) *request_.mutable_plugin() = *job_->plugin;  // checked again at every Join
   job_id_ = reply.job_id();
   remove_stale_leftovers();

@@ -46,6 +46,7 @@ struct NodeOptions {
   std::string name;     // this node's; empty = the hostname (node_name_from_host)
   int processes = -1;   // actor processes; -1 = one per spare core (fleet/actor_capacity.h)
   std::string plugin;   // the env plugin's path here, when not the job's env.plugin path
+  std::string python;   // a Python env's interpreter here, when not the job's env.python
   double give_up_after_s = 300;
   std::string tls_ca, tls_cert, tls_key;   // PEM files: TLS (and client certificate) when set
   std::string program = "/proc/self/exe";  // what the actor processes execute

@@ -118,9 +118,10 @@ JoinEnd join_learner(v1::ActorGateway::Stub& stub, const JoinCall& call,
 }
 
 NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
-                 const std::string& plugin_path) {
+                 const std::string& plugin_path, const std::string& python) {
   NodeJob job;
   job.config = parse_config(reply.config_toml(), "the learner's config", {});
+  if (!python.empty()) job.config.env.python = python;
   const bool job_has_plugin = reply.has_plugin() || !job.config.env.plugin.empty();
   if (job_has_plugin) {
     if (!plugin_path.empty()) job.config.env.plugin = plugin_path;

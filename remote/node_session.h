@@ -87,10 +87,11 @@ struct NodeJob {
 
 // The job `reply` describes, as this node sees it: the config parsed, the
 // env plugin (`plugin_path` when given, else the job's path) checked against
-// the job's, the env made once and its unroll spec's hash and slot size
+// the job's, a Python env's interpreter `python` when given (else the job's
+// env.python), the env made once and its unroll spec's hash and slot size
 // equal to the reply's. Throws UsageError naming what differs.
 NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
-                 const std::string& plugin_path);
+                 const std::string& plugin_path, const std::string& python = "");
 
 // A private directory, removed with everything in it:
 // BASE/pronghorn-node-<pid>-<start>-XXXXXX, named after this process (its

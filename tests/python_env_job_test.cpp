@@ -39,7 +39,7 @@ std::string run_name() {
 struct PythonJob {
   std::string name = run_name();
   std::string dir = ::testing::TempDir() + "/" + name;
-  std::string err = dir + ".err";
+  std::string err = dir + ".out";  // its stdout and stderr
   pid_t pid = -1;
   int status = -1;
 
@@ -53,7 +53,7 @@ struct PythonJob {
   void start(const std::vector<std::string>& args) {
     std::string command = std::string("exec ") + PRONGHORN_BIN + " --log-level warn";
     for (const std::string& a : args) command += " '" + a + "'";
-    pid = spawn("/bin/sh", {"-c", command + " 2>" + err});
+    pid = spawn("/bin/sh", {"-c", command + " >" + err + " 2>&1"});
   }
   // A job trained until the test stops it, on env `env_name`, then `extra`.
   void start_training(const std::string& env_name, const std::string& python,
@@ -111,8 +111,8 @@ class GymCartPoleTest : public ::testing::TestWithParam<int> {};
 TEST_P(GymCartPoleTest, ThePresetSolvesOnEvaluation) {
   PythonJob job;
   const std::string python = test_python();
-  job.start({"train", "-c", PRONGHORN_SOURCE_DIR "/configs/gym_cartpole.toml", "--run-dir",
-             job.dir, "--set", "run.name=" + job.name, "--set", "env.python=" + python, "--set",
+  job.start({"train", "-c", PRONGHORN_SOURCE_DIR "/configs/gym_cartpole.toml", "--run-dir", job.dir,
+             "--set", "run.name=" + job.name, "--set", "env.python=" + python, "--set",
              "run.seed=" + std::to_string(GetParam()), "--set", "server.address=127.0.0.1:0",
              "--set", "server.metrics_port=0"});
   ASSERT_TRUE(job.ended(150s)) << slurp(job.err);
@@ -150,8 +150,8 @@ TEST_P(PythonStartFaultTest, IsExitTwoWithOneLineAtStart) {
   ASSERT_TRUE(job.ended(60s)) << slurp(job.err);
   EXPECT_EQ(job.status, 2) << slurp(job.err);
   const std::string line = job.last_line();
-  EXPECT_TRUE(line.starts_with("pronghorn: env " + fault.env_name + " (env.python = \"" + python +
-                               "\"): "))
+  EXPECT_TRUE(
+      line.starts_with("pronghorn: env " + fault.env_name + " (env.python = \"" + python + "\"): "))
       << line;
   EXPECT_NE(line.find(fault.says), std::string::npos) << line;
   EXPECT_FALSE(std::filesystem::exists(job.dir + "/checkpoints")) << "no run started";
@@ -160,17 +160,22 @@ TEST_P(PythonStartFaultTest, IsExitTwoWithOneLineAtStart) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, PythonStartFaultTest,
-    ::testing::Values(
-        StartFault{"MissingModule", "python:no_such_module_xyz:make_env", {},
-                   "cannot import no_such_module_xyz"},
-        StartFault{"WrongCallable", "python:pronghorn_test_envs:make_nothing", {},
-                   "pronghorn_test_envs has no callable make_nothing"},
-        StartFault{"BadOption",
-                   "gymnasium:CartPole-v1",
-                   {"--set", "env.options.no_such_option=3"},
-                   "unexpected keyword argument 'no_such_option'"},
-        StartFault{"UnsupportedSpace", "python:pronghorn_test_envs:make_dict_walk", {},
-                   "observation space Dict"}),
+    ::testing::Values(StartFault{"MissingModule",
+                                 "python:no_such_module_xyz:make_env",
+                                 {},
+                                 "cannot import no_such_module_xyz"},
+                      StartFault{"WrongCallable",
+                                 "python:pronghorn_test_envs:make_nothing",
+                                 {},
+                                 "pronghorn_test_envs has no callable make_nothing"},
+                      StartFault{"BadOption",
+                                 "gymnasium:CartPole-v1",
+                                 {"--set", "env.options.no_such_option=3"},
+                                 "unexpected keyword argument 'no_such_option'"},
+                      StartFault{"UnsupportedSpace",
+                                 "python:pronghorn_test_envs:make_dict_walk",
+                                 {},
+                                 "observation space Dict"}),
     start_fault_name);
 
 TEST(PythonEnvJobTest, AnInterpreterOlderThan310IsExitTwoAtStart) {
@@ -250,6 +255,31 @@ TEST(PythonEnvJobTest, AWorkerKilledFromOutsideCostsOneActorLife) {
   kill(job.pid, SIGTERM);
   ASSERT_TRUE(job.ended(30s));
   job.expect_nothing_left();
+}
+
+TEST(PythonEnvJobTest, ThePythonPresetsAreValidConfigs) {
+  for (const char* preset : {"gym_cartpole", "lunarlander"}) {
+    const auto [code, out] = shell(std::string(PRONGHORN_BIN) + " config -c " +
+                                   PRONGHORN_SOURCE_DIR + "/configs/" + preset + ".toml");
+    EXPECT_EQ(code, 0) << preset << ": " << out;
+    EXPECT_NE(out.find("name = \"gymnasium:"), std::string::npos) << out;
+  }
+}
+
+TEST(PythonEnvJobTest, EnvsShowsAPythonEnvsSpaces) {
+  const std::string python = test_python();
+  const auto [code, out] = shell(std::string(PRONGHORN_BIN) +
+                                 " envs --python-env gymnasium:LunarLander-v3 --python " + python);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("gymnasium:LunarLander-v3 obs float32[8], 4 discrete actions, time limit "
+                     "1000 (in " +
+                     python),
+            std::string::npos)
+      << out;
+  const auto [bad, says] = shell(std::string(PRONGHORN_BIN) +
+                                 " envs --python-env gymnasium:NoSuchEnv-v0 --python " + python);
+  EXPECT_EQ(bad, 2) << says;
+  EXPECT_NE(says.find("pronghorn: env gymnasium:NoSuchEnv-v0"), std::string::npos) << says;
 }
 
 }  // namespace

@@ -87,6 +87,8 @@ Command add_actor_command(CLI::App& app) {
                       "this node's name in the learner's status (default: the hostname)");
   command->add_option("--plugin", args->node.plugin,
                       "the job's env plugin here, when not at the job's env.plugin path");
+  command->add_option("--python", args->node.python,
+                      "a Python env's interpreter here, when not the job's env.python");
   command
       ->add_option("--give-up-after", args->node.give_up_after_s,
                    "exit 75 when no learner has answered for this many seconds")

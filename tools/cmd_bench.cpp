@@ -101,7 +101,7 @@ void bench_env(const EnvBenchArgs& args) {
   for (int64_t s : steps) total += s;
   double per_second = total / elapsed;
   std::cout << fmt::format(
-      "bench env: {} K={} threads={}: {:.1f} M env steps/s ({:.2f} ns/step/thread, {:.1f} s)\n",
+      "bench env: {} K={} threads={}: {:.3f} M env steps/s ({:.2f} ns/step/thread, {:.1f} s)\n",
       args.env.plugin.empty() ? args.env.name : args.env.plugin, args.env.num_envs, args.threads,
       per_second / 1e6, 1e9 * args.threads / per_second, elapsed);
 }
@@ -114,8 +114,12 @@ Command add_bench_command(CLI::App& app) {
   auto args = std::make_shared<EnvBenchArgs>();
   args->env.num_envs = 4096;
   CLI::App* env = bench->add_subcommand("env", "Env steps per second, one batched env per thread");
-  env->add_option("--env", args->env.name, "built-in env name")->capture_default_str();
+  env->add_option("--env", args->env.name, "built-in env name, or a Python env's")
+      ->capture_default_str();
   env->add_option("--plugin", args->env.plugin, "env plugin (.so) instead of a built-in env");
+  env->add_option("--python", args->env.python,
+                  "interpreter of a Python env (--env gymnasium:<id>): one worker per thread")
+      ->capture_default_str();
   env->add_option("--num-envs", args->env.num_envs, "K: envs per batch")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));

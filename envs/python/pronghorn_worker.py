@@ -35,23 +35,79 @@ class Refused(Exception):
 
 
 def parse_name(name):
-    """("gymnasium", id) or ("python", "module:callable")."""
+    """("gymnasium", id), ("envpool", task) or ("python", "module:callable")."""
     kind, _, rest = name.partition(":")
-    if kind not in ("gymnasium", "python") or not rest:
-        raise Refused(f"env.name = {name!r}: expected \"gymnasium:<id>\" or "
-                      f"\"python:<module>:<callable>\"")
+    if kind not in ("gymnasium", "envpool", "python") or not rest:
+        raise Refused(f"env.name = {name!r}: expected \"gymnasium:<id>\", \"envpool:<task>\" "
+                      f"or \"python:<module>:<callable>\"")
     if kind == "python" and rest.count(":") != 1:
         raise Refused(f"env.name = {name!r}: expected \"python:<module>:<callable>\"")
     return kind, rest
 
 
-def make_vector(name, options, k, max_episode_steps):
+class EnvPoolVector:
+    """EnvPool's envs as a SAME_STEP vector env. EnvPool resets an ended env
+    on its next step (it returns the final observation first); stepping just
+    the ended envs once more (env_id) gives their first observations, so no
+    transition is lost or made up. EnvPool seeds at creation: env i gets
+    pool_seed + i."""
+
+    def __init__(self, task, k, seed, options, max_episode_steps):
+        import envpool
+        import numpy as np
+
+        kwargs = dict(options)
+        if max_episode_steps > 0:
+            kwargs["max_episode_steps"] = max_episode_steps
+        self.np, self.num_envs = np, k
+        self.pool = envpool.make(task, env_type="gymnasium", num_envs=k,
+                                 seed=envpool_seed(seed, k), **kwargs)
+        self.single_observation_space = self.pool.observation_space
+        self.single_action_space = self.pool.action_space
+        config = getattr(self.pool, "config", {}) or {}
+        self.max_episode_steps = int(config.get("max_episode_steps", 0) or 0)
+        self.spec = self.pool.spec  # its reward_threshold
+
+    def reset(self, seed=None):
+        obs, info = self.pool.reset()
+        return obs, info
+
+    def step(self, actions):
+        np = self.np
+        obs, rewards, terminated, truncated, info = self.pool.step(actions)
+        ended = np.flatnonzero(np.logical_or(terminated, truncated))
+        info = {}
+        if len(ended):
+            final = np.empty(self.num_envs, dtype=object)
+            final[ended] = list(obs[ended])
+            mask = np.zeros(self.num_envs, dtype=bool)
+            mask[ended] = True
+            info = {"final_obs": final, "_final_obs": mask}
+            obs = obs.copy()
+            first, _, _, _, again = self.pool.step(actions[ended], env_id=ended.astype(np.int32))
+            obs[again["env_id"]] = first
+        return obs, rewards, terminated, truncated, info
+
+
+def envpool_seed(seed, k):
+    """The pool's seed: EnvPool takes a C int and gives env i seed + i."""
+    return ((seed << 20) % (2**31 - 1 - k))
+
+
+def make_vector(name, options, k, max_episode_steps, seed):
     """A Gymnasium vector env of k envs with SAME_STEP autoreset."""
     import gymnasium
     from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
     from gymnasium.wrappers import TimeLimit
 
     kind, rest = parse_name(name)
+    if kind == "envpool":
+        try:
+            return EnvPoolVector(rest, k, seed, options, max_episode_steps)
+        except ImportError as e:
+            raise Refused(f"env.name = {name!r}: cannot import envpool: {e}") from e
+        except (KeyError, ValueError, TypeError) as e:
+            raise Refused(f"env.name = {name!r}: {type(e).__name__}: {e}") from e
     if kind == "gymnasium":
         kwargs = dict(options)
         if max_episode_steps > 0:
@@ -103,6 +159,8 @@ def time_limit(vec, options, max_episode_steps):
         return max_episode_steps
     if isinstance(options.get("max_episode_steps"), int):
         return options["max_episode_steps"]
+    if getattr(vec, "max_episode_steps", 0):  # EnvPool's
+        return int(vec.max_episode_steps)
     env_spec = getattr(vec, "spec", None)
     if getattr(env_spec, "max_episode_steps", None):
         return int(env_spec.max_episode_steps)
@@ -272,7 +330,7 @@ def main(argv):
     control = socket.socket(fileno=args["control_fd"])
     try:
         vec = make_vector(args["name"], args["options"], args["num_envs"],
-                          args["max_episode_steps"])
+                          args["max_episode_steps"], args["seed"])
         spec = describe(vec, args["name"])
         spec["max_episode_steps"] = time_limit(vec, args["options"], args["max_episode_steps"])
         worker = Worker(vec, spec, args["num_envs"], args["seed"])

@@ -49,8 +49,8 @@ inline std::string test_python(const std::string& flags = "") {
 
 // "3.11" for `python`; "" when it does not run.
 inline std::string python_version(const std::string& python) {
-  const CommandOutput v = run_command(
-      python + " -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])' 2>/dev/null");
+  const CommandOutput v =
+      run_command(python + " -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])' 2>/dev/null");
   return v.status == 0 ? last_line(v.out) : "";
 }
 
