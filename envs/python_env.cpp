@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -264,10 +265,21 @@ void PythonEnv::call(const char* command) {
   }
   // No deadline of its own: a step that never returns is the actors'
   // watchdog's to end (actor.stall_timeout_s), as with plugins.
+  //
+  // The reply is polled for first (kPollFor, yielding the core to whatever
+  // else may run on it), then waited for: on a virtual machine a process
+  // woken after sleeping through an env step can take 100 µs or more to run
+  // again, as long as the step of a few envs itself (BENCHMARKS.md).
   std::string reply;
+  const auto poll_until = Clock::now() + kPollFor;
   while (reply.find('\n') == std::string::npos) {
     char data[1024];
-    const ssize_t n = recv(socket_, data, sizeof data, 0);
+    const bool polling = Clock::now() < poll_until;
+    const ssize_t n = recv(socket_, data, sizeof data, polling ? MSG_DONTWAIT : 0);
+    if (n < 0 && polling && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      sched_yield();
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) worker_failed(command);
     reply.append(data, static_cast<size_t>(n));

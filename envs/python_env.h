@@ -43,6 +43,8 @@ class PythonEnv final : public BatchEnv {
  public:
   // How long the worker may take to import the env's packages and make K envs.
   static constexpr std::chrono::seconds kStartTimeout{120};
+  // How long a step polls for the worker's reply before it sleeps on it.
+  static constexpr std::chrono::microseconds kPollFor{2000};
 
   // Whether `name` is a Python env's ("gymnasium:…", "envpool:…", "python:…").
   static bool names_python_env(const std::string& name);

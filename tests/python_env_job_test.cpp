@@ -258,9 +258,11 @@ TEST(PythonEnvJobTest, AWorkerKilledFromOutsideCostsOneActorLife) {
 }
 
 TEST(PythonEnvJobTest, ThePythonPresetsAreValidConfigs) {
+  const std::string python = test_python();
   for (const char* preset : {"gym_cartpole", "lunarlander"}) {
-    const auto [code, out] = shell(std::string(PRONGHORN_BIN) + " config -c " +
-                                   PRONGHORN_SOURCE_DIR + "/configs/" + preset + ".toml");
+    const auto [code, out] =
+        shell(std::string(PRONGHORN_BIN) + " config -c " + PRONGHORN_SOURCE_DIR + "/configs/" +
+              preset + ".toml --set env.python=" + python);
     EXPECT_EQ(code, 0) << preset << ": " << out;
     EXPECT_NE(out.find("name = \"gymnasium:"), std::string::npos) << out;
   }

@@ -101,7 +101,7 @@ void bench_env(const EnvBenchArgs& args) {
   for (int64_t s : steps) total += s;
   double per_second = total / elapsed;
   std::cout << fmt::format(
-      "bench env: {} K={} threads={}: {:.3f} M env steps/s ({:.2f} ns/step/thread, {:.1f} s)\n",
+      "bench env: {} K={} threads={}: {:.4f} M env steps/s ({:.2f} ns/step/thread, {:.1f} s)\n",
       args.env.plugin.empty() ? args.env.name : args.env.plugin, args.env.num_envs, args.threads,
       per_second / 1e6, 1e9 * args.threads / per_second, elapsed);
 }

@@ -96,7 +96,11 @@ def envpool_seed(seed, k):
 
 def make_vector(name, options, k, max_episode_steps, seed):
     """A Gymnasium vector env of k envs with SAME_STEP autoreset."""
-    import gymnasium
+    try:
+        import gymnasium
+    except ImportError as e:
+        raise Refused(f"cannot import gymnasium ({e}): install it in this interpreter "
+                      f"(pip install gymnasium), or name one that has it") from e
     from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
     from gymnasium.wrappers import TimeLimit
 
@@ -281,13 +285,42 @@ def toml_inline(value):
     return json.dumps(str(value))  # a TOML basic string for what a spec holds
 
 
+class Commands:
+    """The actor's commands, a line each. Polled for 2 ms before sleeping on
+    them, as the actor polls for replies (envs/python_env.h, kPollFor): a
+    process woken from sleep can take longer to run again than a step."""
+
+    POLL_S = 0.002
+
+    def __init__(self, control):
+        self.control, self.buffer = control, b""
+
+    def next(self):
+        import time
+
+        poll_until = time.perf_counter() + self.POLL_S
+        while b"\n" not in self.buffer:
+            if time.perf_counter() < poll_until:
+                try:
+                    data = self.control.recv(4096, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    os.sched_yield()
+                    continue
+            else:
+                data = self.control.recv(4096)
+            if not data:
+                return None  # the actor is gone
+            self.buffer += data
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
+
+
 def serve(control, worker):
-    lines = control.makefile("rb")
+    commands = Commands(control)
     while True:
-        line = lines.readline()
-        if not line:
-            return  # the actor is gone
-        command = line.strip().decode()
+        command = commands.next()
+        if command is None:
+            return
         try:
             if command == "reset":
                 worker.reset()
