@@ -170,9 +170,10 @@ TEST_F(DeploySlurmTest, LostRankIsResumedByTheRetryLoopAndTheJobCompletes) {
   SlurmRun run;
   const std::string export_none = "SLURM_EXPORT_ENV=NONE ";
   // A fixed length, no target; checkpoints every second; a lost peer noticed
-  // within 3 s + 4 s.
+  // within 3 s + 4 s. The length outlasts the setup below under load (8 M
+  // steps, 15 s unloaded, once ended before the kill with ctest -j2).
   const std::string id = cluster_->sbatch(
-      export_none + run.train_env("run.target_return=0 run.total_steps=8000000 "
+      export_none + run.train_env("run.target_return=0 run.total_steps=14000000 "
                                   "run.checkpoint_interval_s=1 distributed.timeout_s=3",
                                   2),
       "--export=ALL " + run.options("train"), kTrainScript);
