@@ -32,6 +32,7 @@ struct EnvConfig {
   int64_t max_episode_steps = 0;   // time limit; 0 keeps the env's own
   std::string python = "python3";  // the interpreter of a Python env (its venv's packages)
   OptionTable options;             // a Python env's keyword arguments
+  int64_t workers = 1;             // a Python env's worker processes per actor
 };
 
 // The most actors one node may be asked to run (actor.count, ScaleActors).

@@ -4,18 +4,21 @@
 // Gymnasium env, or a SAME_STEP vector env of env.num_envs envs), with
 // env.options as keyword arguments, in the interpreter env.python names.
 //
-//   actor (this process)                       env worker (env.python)
-//   PythonEnv::start ── posix_spawn ─────────> envs/python/pronghorn_worker.py
-//                     <── "spec {…}" + memfd ─ makes the K envs, the memory
-//   step: actions → memory, "step" ──────────> vector step (SAME_STEP)
-//         obs, rewards, flags ← memory <─ "ok" ─ writes them into the memory
+//   actor (this process)                       env workers (env.python)
+//   PythonEnv::start ── posix_spawn, W times ─> envs/python/pronghorn_worker.py
+//                     <── "spec {…}" + memfd ─ each makes its K/W envs and memory
+//   step: actions → each memory, "step" to all > vector step (SAME_STEP), at once
+//         obs, rewards, flags ← memory <─ "ok" ─ each writes into its memory
 //
-// One worker per PythonEnv, so one process's GIL never serialises another's
-// envs. The worker loads no LibTorch and none of our code; it dies with this
-// process (PR_SET_PDEATHSIG, and a watch on its parent). Observations cross
-// once: from the memory into the caller's buffer (a ring slot).
+// W = env.workers processes per actor (envs/python_worker.h), each stepping
+// its share of the K envs while the others step theirs: one process's GIL
+// never serialises another's envs. The workers load no LibTorch and none of
+// our code; they die with this process (PR_SET_PDEATHSIG, and a watch on
+// their parent). Observations cross once: from a worker's memory into the
+// caller's buffer (a ring slot). Env i of the actor is seeded the same
+// whatever W (pronghorn_worker.py documents the seeds).
 //
-// Errors: the worker's own line. At start (an unknown id, a module that does
+// Errors: a worker's own line. At start (an unknown id, a module that does
 // not import, an unsupported space, an interpreter older than 3.10):
 // UsageError naming the env and the interpreter. In reset or step (the env
 // raised): Error with the exception's last line; the traceback is on
@@ -28,9 +31,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "envs/env.h"
+#include "envs/python_worker.h"
 
 namespace pronghorn::envs {
 
@@ -41,41 +46,30 @@ EnvSpec probe_python_env(const EnvConfig& config);
 
 class PythonEnv final : public BatchEnv {
  public:
-  // How long the worker may take to import the env's packages and make K envs.
+  // How long the workers may take to import the env's packages and make their envs.
   static constexpr std::chrono::seconds kStartTimeout{120};
-  // How long a step polls for the worker's reply before it sleeps on it.
-  static constexpr std::chrono::microseconds kPollFor{2000};
 
   // Whether `name` is a Python env's ("gymnasium:…", "envpool:…", "python:…").
   static bool names_python_env(const std::string& name);
 
-  // Starts the worker and takes its spec. Throws as above.
+  // Starts the workers and takes their spec. Throws as above.
   static std::unique_ptr<PythonEnv> start(const EnvConfig& config, uint64_t seed);
-  ~PythonEnv() override;  // closes the socket; the worker exits (SIGKILL after 2 s)
+  ~PythonEnv() override;  // the workers exit (PythonWorker's destructor)
 
   std::string label() const override;
-  pid_t worker_pid() const { return pid_; }
+  // The workers' process ids, in env row order.
+  std::vector<pid_t> worker_pids() const;
 
  protected:
   void reset_unchecked(void* obs) override;
   void step_unchecked(const void* actions, const StepOutput& out) override;
 
  private:
-  struct Layout {
-    size_t actions = 0, obs = 0, rewards = 0, terminated = 0, truncated = 0, final_obs = 0;
-    size_t size = 0;
-  };
-  PythonEnv(EnvSpec spec, int64_t num_envs, std::string python, pid_t pid, int socket,
-            int memory_fd, Layout layout);
-  // Sends `command`, waits for "ok"; Error with the worker's line otherwise.
-  void call(const char* command);
-  [[noreturn]] void worker_failed(const std::string& during);
+  PythonEnv(EnvSpec spec, int64_t num_envs, std::vector<std::unique_ptr<PythonWorker>> workers);
+  // Sends `command` to every worker, then awaits every reply.
+  void call_all(const char* command);
 
-  const std::string python_;
-  pid_t pid_;
-  int socket_;
-  Layout layout_;
-  uint8_t* memory_ = nullptr;  // layout_.size bytes, shared with the worker
+  std::vector<std::unique_ptr<PythonWorker>> workers_;
 };
 
 }  // namespace pronghorn::envs

@@ -54,6 +54,7 @@ struct Rollout {
   int64_t max_episode_steps;
   int min_terminations;  // each env's, at least (Pendulum never terminates)
   int min_truncations;
+  int64_t workers = 1;  // env.workers
 };
 
 // Steps `rollout` through PythonEnv into one ring slot of `steps` steps, with
@@ -79,7 +80,9 @@ void expect_same_as_gymnasium(const std::string& python, const Rollout& r) {
   const bool envpool = r.env_id.starts_with("envpool:");
   EnvConfig config = python_env(envpool ? r.env_id : "gymnasium:" + r.env_id, python, r.k);
   config.max_episode_steps = r.max_episode_steps;
+  config.workers = r.workers;
   auto env = PythonEnv::start(config, seed);
+  ASSERT_EQ(env->worker_pids().size(), static_cast<size_t>(r.workers));
   const EnvSpec& spec = env->spec();
   const auto unroll = buffer::unroll_spec_for(spec, r.steps, r.k);
   auto ring = buffer::Ring::create(buffer::testing::unique_name("gym-" + r.env_id), unroll, 1);
@@ -129,6 +132,13 @@ TEST(PythonEnvTest, EnvPoolsCartPoleIsEnvPoolsBitForBit) {
   expect_same_as_gymnasium(test_python(), {"envpool:CartPole-v1", 4, 300, 25, 2, 1});
 }
 
+// An actor's envs split over several workers (8 over 3: 3, 3, 2), each
+// env seeded as with one: the same bytes as the reference.
+TEST(PythonEnvTest, SeveralWorkersStepTheSameEnvsAsOne) {
+  expect_same_as_gymnasium(test_python(), {"CartPole-v1", 8, 200, 25, 1, 1, 3});
+  expect_same_as_gymnasium(test_python(), {"envpool:CartPole-v1", 8, 200, 25, 1, 1, 2});
+}
+
 // Any CPython >= 3.10 the user names: one of another minor version than
 // Debian's, with its own venv, where this machine has one.
 TEST(PythonEnvTest, AnotherInterpretersCartPoleIsGymnasiumsBitForBit) {
@@ -175,7 +185,7 @@ std::vector<std::string> mapped_files(pid_t pid) {
 TEST(PythonEnvTest, TheWorkerLoadsNoLibTorchAndNoPronghornCode) {
   auto env = PythonEnv::start(python_env("gymnasium:CartPole-v1", test_python()), 1);
   bool python = false, numpy = false;
-  for (const std::string& file : mapped_files(env->worker_pid())) {
+  for (const std::string& file : mapped_files(env->worker_pids().front())) {
     const std::string name = file.substr(file.rfind('/') + 1);
     python |= name.starts_with("python3");
     numpy |= file.find("/numpy") != std::string::npos;
@@ -197,7 +207,7 @@ TEST(PythonEnvTest, AUsersEnvThatImportsPyTorchWorks) {
             {obs.data(), rewards.data(), terminated.data(), truncated.data(), final_obs.data()});
   EXPECT_EQ(obs[1], 1.0f) << "the step count, computed by PyTorch";
   bool torch = false;
-  for (const std::string& file : mapped_files(env->worker_pid())) {
+  for (const std::string& file : mapped_files(env->worker_pids().front())) {
     torch |= file.find("libtorch") != std::string::npos;
   }
   EXPECT_TRUE(torch) << "the user's PyTorch, loaded in the worker";
@@ -301,7 +311,7 @@ TEST(PythonEnvTest, AWorkerKilledFromOutsideIsNamed) {
   std::vector<float> obs(16), rewards(4);
   std::vector<uint8_t> terminated(4), truncated(4);
   env->reset(obs.data());
-  ASSERT_EQ(kill(env->worker_pid(), SIGKILL), 0);
+  ASSERT_EQ(kill(env->worker_pids().front(), SIGKILL), 0);
   const std::vector<int32_t> actions(4, 0);
   const std::string e = error_of([&] {
     env->step(actions.data(),

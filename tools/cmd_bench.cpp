@@ -101,9 +101,10 @@ void bench_env(const EnvBenchArgs& args) {
   for (int64_t s : steps) total += s;
   double per_second = total / elapsed;
   std::cout << fmt::format(
-      "bench env: {} K={} threads={}: {:.4f} M env steps/s ({:.2f} ns/step/thread, {:.1f} s)\n",
+      "bench env: {} K={} threads={}{}: {:.4f} M env steps/s ({:.2f} ns/step/thread, {:.1f} s)\n",
       args.env.plugin.empty() ? args.env.name : args.env.plugin, args.env.num_envs, args.threads,
-      per_second / 1e6, 1e9 * args.threads / per_second, elapsed);
+      args.env.workers > 1 ? fmt::format(" workers={}", args.env.workers) : "", per_second / 1e6,
+      1e9 * args.threads / per_second, elapsed);
 }
 
 }  // namespace
@@ -118,7 +119,11 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   env->add_option("--plugin", args->env.plugin, "env plugin (.so) instead of a built-in env");
   env->add_option("--python", args->env.python,
-                  "interpreter of a Python env (--env gymnasium:<id>): one worker per thread")
+                  "interpreter of a Python env (--env gymnasium:<id>)")
+      ->capture_default_str();
+  env->add_option("--workers", args->env.workers,
+                  "a Python env's worker processes per thread, each stepping its share")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   env->add_option("--num-envs", args->env.num_envs, "K: envs per batch")
       ->capture_default_str()

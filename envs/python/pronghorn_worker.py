@@ -15,9 +15,10 @@
 #
 # Semantics: Pronghorn's, which are Gymnasium's SAME_STEP autoreset: a row
 # whose episode ended returns the next episode's first observation, and the
-# ended episode's last observation goes to final_obs. Seeds: env i gets
-# env_seed(seed, i) at the first reset; later resets and autoresets continue
-# each env's generator.
+# ended episode's last observation goes to final_obs. Seeds: the actor's env
+# i (this worker's env i - first_env) gets env_seed(seed, i) at the first
+# reset, EnvPool's envpool_seed(seed) + i; later resets and autoresets
+# continue each env's generator.
 import json
 import os
 import socket
@@ -52,7 +53,7 @@ class EnvPoolVector:
     transition is lost or made up. EnvPool seeds at creation: env i gets
     pool_seed + i."""
 
-    def __init__(self, task, k, seed, options, max_episode_steps):
+    def __init__(self, task, k, seed, first, options, max_episode_steps):
         import envpool
         import numpy as np
 
@@ -61,7 +62,7 @@ class EnvPoolVector:
             kwargs["max_episode_steps"] = max_episode_steps
         self.np, self.num_envs = np, k
         self.pool = envpool.make(task, env_type="gymnasium", num_envs=k,
-                                 seed=envpool_seed(seed, k), **kwargs)
+                                 seed=envpool_seed(seed) + first, **kwargs)
         self.single_observation_space = self.pool.observation_space
         self.single_action_space = self.pool.action_space
         config = getattr(self.pool, "config", {}) or {}
@@ -89,12 +90,14 @@ class EnvPoolVector:
         return obs, rewards, terminated, truncated, info
 
 
-def envpool_seed(seed, k):
-    """The pool's seed: EnvPool takes a C int and gives env i seed + i."""
-    return ((seed << 20) % (2**31 - 1 - k))
+def envpool_seed(seed):
+    """The pool seed of an actor's env 0: EnvPool takes a C int and gives env
+    i of a pool seed + i; env i of the actor gets envpool_seed(seed) + i, i <
+    2^20, whichever worker holds it."""
+    return (seed << 20) % (2**31 - 2**20)
 
 
-def make_vector(name, options, k, max_episode_steps, seed):
+def make_vector(name, options, k, max_episode_steps, seed, first):
     """A Gymnasium vector env of k envs with SAME_STEP autoreset."""
     try:
         import gymnasium
@@ -107,7 +110,7 @@ def make_vector(name, options, k, max_episode_steps, seed):
     kind, rest = parse_name(name)
     if kind == "envpool":
         try:
-            return EnvPoolVector(rest, k, seed, options, max_episode_steps)
+            return EnvPoolVector(rest, k, seed, first, options, max_episode_steps)
         except ImportError as e:
             raise Refused(f"env.name = {name!r}: cannot import envpool: {e}") from e
         except (KeyError, ValueError, TypeError) as e:
@@ -240,17 +243,18 @@ class Memory:
 
 
 class Worker:
-    def __init__(self, vec, spec, k, seed):
+    def __init__(self, vec, spec, k, seed, first):
         import numpy as np
 
         self.np = np
-        self.vec, self.k, self.seed = vec, k, seed
+        self.vec, self.k, self.seed, self.first = vec, k, seed, first
         self.memory = Memory(spec, k)
         self.start = spec.get("action_start", 0)
         self.seeded = False
 
     def reset(self):
-        seeds = None if self.seeded else [env_seed(self.seed, i) for i in range(self.k)]
+        seeds = None if self.seeded else [env_seed(self.seed, self.first + i)
+                                          for i in range(self.k)]
         self.seeded = True
         obs, _ = self.vec.reset(seed=seeds)
         self.memory.obs[...] = obs
@@ -363,10 +367,10 @@ def main(argv):
     control = socket.socket(fileno=args["control_fd"])
     try:
         vec = make_vector(args["name"], args["options"], args["num_envs"],
-                          args["max_episode_steps"], args["seed"])
+                          args["max_episode_steps"], args["seed"], args["first_env"])
         spec = describe(vec, args["name"])
         spec["max_episode_steps"] = time_limit(vec, args["options"], args["max_episode_steps"])
-        worker = Worker(vec, spec, args["num_envs"], args["seed"])
+        worker = Worker(vec, spec, args["num_envs"], args["seed"], args["first_env"])
     except Refused as e:
         control.sendall(f"error {e}\n".encode())
         return 2

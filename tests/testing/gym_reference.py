@@ -6,7 +6,7 @@
 #   ENV_ID "CartPole-v1": K envs of gymnasium.make; env i seeded
 #     ((seed << 20) + i) mod 2^63 at its first reset.
 #   ENV_ID "envpool:CartPole-v1": K EnvPool pools of one env each, pool i
-#     seeded envpool_seed(seed, K) + i (EnvPool seeds env i of a pool with
+#     seeded ((seed << 20) mod (2^31 - 2^20)) + i (EnvPool seeds env i of a pool with
 #     seed + i); an ended env resets on its next step, as EnvPool's do.
 #
 #   gym_reference.py ENV_ID K SEED STEPS OPTIONS_JSON OUT_DIR
@@ -63,7 +63,7 @@ class EnvPoolEnv:
 
 def make_envs(env_id, k, seed, options):
     if env_id.startswith("envpool:"):
-        pool_seed = (seed << 20) % (2**31 - 1 - k)  # the worker's envpool_seed
+        pool_seed = (seed << 20) % (2**31 - 2**20)  # the worker's envpool_seed
         return [EnvPoolEnv(env_id[len("envpool:"):], pool_seed + i, options) for i in range(k)]
     return [GymnasiumEnv(env_id, ((seed << 20) + i) & (2**63 - 1), options) for i in range(k)]
 

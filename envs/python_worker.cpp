@@ -1,0 +1,315 @@
+#include "envs/python_worker.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "envs/python_worker_source.h"
+
+// POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
+extern char** environ;  // NOLINT(readability-redundant-declaration)
+
+namespace pronghorn::envs {
+namespace {
+
+// Run by `env.python -c`: refuses an interpreter older than 3.10 in words
+// on the control socket, fd 3 (the worker's own syntax would fail to compile
+// there), then runs the worker, its source and arguments being argv[1] and
+// argv[2].
+constexpr const char* kBootstrap =
+    "import os, sys\n"
+    "if sys.version_info < (3, 10):\n"
+    "    os.write(3, ('error this is Python %d.%d; Python envs need 3.10 or newer\\n'"
+    " % sys.version_info[:2]).encode())\n"
+    "    sys.exit(2)\n"
+    "source, sys.argv = sys.argv[1], ['pronghorn_worker.py'] + sys.argv[2:]\n"
+    "exec(compile(source, 'pronghorn_worker.py', 'exec'), {'__name__': '__main__'})\n";
+
+constexpr int kWorkerControlFd = 3;
+// Bounds on what a worker's spec may ask for (a buggy env's spec must not
+// make the actor map or copy absurd sizes).
+constexpr int64_t kMaxObsElements = int64_t{1} << 28;
+constexpr int64_t kMaxActionSize = int64_t{1} << 20;
+
+// The worker's arguments as JSON: what to make, how many, their seeds.
+std::string worker_args(const EnvConfig& config, int64_t num_envs, int64_t first_env,
+                        uint64_t seed) {
+  toml::table options;
+  for (const auto& [name, text] : config.options) {
+    toml::table parsed = toml::parse("v = " + text);  // written by core/config_kinds.cpp
+    options.insert(name, std::move(*parsed.get("v")));
+  }
+  toml::table args{{"name", config.name},
+                   {"num_envs", num_envs},
+                   {"first_env", first_env},
+                   {"seed", static_cast<int64_t>(seed & 0x7fffffffffffffffULL)},
+                   {"max_episode_steps", config.max_episode_steps},
+                   {"parent", static_cast<int64_t>(getpid())},
+                   {"control_fd", kWorkerControlFd}};
+  args.insert("options", std::move(options));
+  std::ostringstream out;
+  out << toml::json_formatter{args};
+  return out.str();
+}
+
+// Receives up to a newline by `deadline` (Error naming `what` past it); the
+// descriptor passed beside it, if any, in `fd`. "" when the worker closed
+// its end first.
+std::string receive_line(int socket, PythonWorker::Clock::time_point deadline, int* fd,
+                         const std::string& what) {
+  std::string line;
+  while (line.find('\n') == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - PythonWorker::Clock::now());
+    PRONGHORN_CHECK(left.count() > 0, what);
+    pollfd p{socket, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
+    char data[4096];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    iovec io{data, sizeof data};
+    msghdr message{};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    const ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && fd != nullptr) {
+        if (*fd >= 0) close(*fd);  // only the last one is kept
+        std::memcpy(fd, CMSG_DATA(c), sizeof *fd);
+      }
+    }
+    line.append(data, static_cast<size_t>(n));
+  }
+  return line.substr(0, line.find('\n'));
+}
+
+int64_t integer(const toml::table& t, const char* key, int64_t min, int64_t max) {
+  const auto v = t[key].value<int64_t>();
+  PRONGHORN_CHECK(v.has_value() && *v >= min && *v <= max, "the env worker's spec: ", key,
+                  " is not an integer in [", min, ", ", max, "]");
+  return *v;
+}
+
+std::vector<float> floats(const toml::table& t, const char* key) {
+  std::vector<float> out;
+  if (const toml::array* a = t[key].as_array()) {
+    for (const toml::node& n : *a) out.push_back(static_cast<float>(n.value<double>().value_or(0)));
+  }
+  return out;
+}
+
+// The spec and memory layout a worker sent for `k` envs; Error naming what
+// does not hold together.
+std::pair<EnvSpec, PythonWorker::Layout> read_spec(const toml::table& s, const std::string& name,
+                                                   int64_t k) {
+  EnvSpec spec;
+  spec.name = name;
+  spec.obs_dtype =
+      s["obs_dtype"].value_or(std::string()) == "uint8" ? Dtype::kUInt8 : Dtype::kFloat32;
+  int64_t elements = 1;
+  if (const toml::array* shape = s["obs_shape"].as_array()) {
+    for (const toml::node& d : *shape) {
+      const int64_t n = d.value<int64_t>().value_or(0);
+      PRONGHORN_CHECK(n >= 1 && n <= kMaxObsElements && elements * n <= kMaxObsElements,
+                      "the env worker's spec: observation shape out of range");
+      elements *= n;
+      spec.obs_shape.push_back(n);
+    }
+  }
+  spec.action_kind = s["action_kind"].value_or(std::string()) == "continuous"
+                         ? ActionKind::kContinuous
+                         : ActionKind::kDiscrete;
+  spec.action_size = integer(s, "action_size", 1, kMaxActionSize);
+  spec.action_low = floats(s, "action_low");
+  spec.action_high = floats(s, "action_high");
+  spec.max_episode_steps = integer(s, "max_episode_steps", 0, INT64_MAX);
+  spec.target_return = s["target_return"].value_or(0.0);
+  const toml::table* l = s["layout"].as_table();
+  PRONGHORN_CHECK(l != nullptr, "the env worker's spec has no layout");
+  const auto offset = [&](const char* key) {
+    return static_cast<size_t>(integer(*l, key, 0, int64_t{1} << 40));
+  };
+  const PythonWorker::Layout layout{offset("actions"),    offset("obs"),       offset("rewards"),
+                                    offset("terminated"), offset("truncated"), offset("final_obs"),
+                                    offset("size")};
+  const size_t n = static_cast<size_t>(k);
+  const bool fits = layout.actions + spec.action_bytes() * n <= layout.size &&
+                    layout.obs + spec.obs_bytes() * n <= layout.size &&
+                    layout.rewards + sizeof(float) * n <= layout.size &&
+                    layout.terminated + n <= layout.size && layout.truncated + n <= layout.size &&
+                    layout.final_obs + spec.obs_bytes() * n <= layout.size;
+  PRONGHORN_CHECK(fits, "the env worker's memory layout does not hold its spec");
+  return {std::move(spec), layout};
+}
+
+}  // namespace
+
+PythonWorker::PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t first_env,
+                           uint64_t seed)
+    : env_name_(config.name),
+      python_(config.python),
+      label_(fmt::format("env {} (env.python = \"{}\")", config.name, config.python)),
+      num_envs_(num_envs) {
+  int sockets[2];
+  PRONGHORN_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) == 0, label_,
+                  ": socketpair: ", std::strerror(errno));
+  const std::string source(kPythonWorkerSource);
+  const std::string args = worker_args(config, num_envs, first_env, seed);
+  std::vector<std::string> argv_text = {python_, "-c", kBootstrap, source, args};
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, sockets[1], kWorkerControlFd);  // clears CLOEXEC
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  const int err = posix_spawnp(&pid_, python_.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(sockets[1]);
+  if (err != 0) {
+    close(sockets[0]);
+    throw UsageError(fmt::format("env {}: cannot run env.python = \"{}\": {}", env_name_, python_,
+                                 std::strerror(err)));
+  }
+  socket_ = sockets[0];
+}
+
+PythonWorker::~PythonWorker() {
+  if (memory_ != nullptr) munmap(memory_, layout_.size);
+  if (socket_ >= 0) close(socket_);  // the worker reads the end of its commands and exits
+  if (pid_ <= 0) return;
+  const auto deadline = Clock::now() + kExitWait;
+  while (waitpid(pid_, nullptr, WNOHANG) == 0) {
+    if (Clock::now() >= deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+EnvSpec PythonWorker::await_spec(Clock::time_point deadline) {
+  int memory_fd = -1;
+  std::string line;
+  try {
+    line = receive_line(
+        socket_, deadline, &memory_fd,
+        fmt::format(
+            "{}: the env worker did not make its envs within {} s", label_,
+            std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()));
+  } catch (const Error& e) {
+    if (memory_fd >= 0) close(memory_fd);
+    throw Error(e.what());
+  }
+  // Closed on every path below: mapped or not, the descriptor is not kept.
+  struct CloseOnExit {
+    int fd;
+    ~CloseOnExit() {
+      if (fd >= 0) close(fd);
+    }
+  } memory_closer{memory_fd};
+  if (line.starts_with("error ")) refuse(line.substr(6));
+  if (!line.starts_with("spec ") || memory_fd < 0) {
+    refuse(line.empty() ? "the env worker ended before it made the env (its stderr says why)"
+                        : "the env worker said \"" + line.substr(0, 80) + "\"");
+  }
+  std::pair<EnvSpec, Layout> read;
+  try {
+    const toml::table parsed = toml::parse("v = " + line.substr(5));
+    const toml::table* s = parsed["v"].as_table();
+    PRONGHORN_CHECK(s != nullptr, "the env worker's spec is not a table");
+    read = read_spec(*s, env_name_, num_envs_);
+  } catch (const toml::parse_error& e) {
+    refuse(fmt::format("the env worker's spec does not parse: {}", e.description()));
+  } catch (const Error& e) {
+    refuse(e.what());
+  }
+  struct stat st {};
+  PRONGHORN_CHECK(fstat(memory_fd, &st) == 0 && static_cast<size_t>(st.st_size) >= read.second.size,
+                  label_, ": the env worker's memory is smaller than its layout says");
+  void* memory = mmap(nullptr, read.second.size, PROT_READ | PROT_WRITE, MAP_SHARED, memory_fd, 0);
+  PRONGHORN_CHECK(memory != MAP_FAILED, label_,
+                  ": mmap of the env worker's memory: ", std::strerror(errno));
+  memory_ = static_cast<uint8_t*>(memory);
+  layout_ = read.second;
+  return std::move(read.first);
+}
+
+void PythonWorker::refuse(const std::string& why) {
+  throw UsageError(fmt::format("{}: {}", label_, why));
+}
+
+void PythonWorker::send(const char* command) {
+  const std::string line = std::string(command) + "\n";
+  if (::send(socket_, line.data(), line.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(line.size())) {
+    failed(command);
+  }
+}
+
+void PythonWorker::await_reply(const char* command) {
+  std::string reply;
+  const auto poll_until = Clock::now() + kPollFor;
+  while (reply.find('\n') == std::string::npos) {
+    char data[1024];
+    const bool polling = Clock::now() < poll_until;
+    const ssize_t n = recv(socket_, data, sizeof data, polling ? MSG_DONTWAIT : 0);
+    if (n < 0 && polling && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      sched_yield();  // the core to whatever else may run on it
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) failed(command);
+    reply.append(data, static_cast<size_t>(n));
+  }
+  reply.resize(reply.find('\n'));
+  if (reply == "ok") return;
+  PRONGHORN_CHECK(!reply.starts_with("error "), label_, ": ", command,
+                  " failed: ", reply.substr(6));
+  throw Error(
+      fmt::format("{}: {}: the env worker said \"{}\"", label_, command, reply.substr(0, 80)));
+}
+
+void PythonWorker::failed(const std::string& during) {
+  const pid_t pid = pid_;
+  int status = 0;
+  const auto deadline = Clock::now() + kExitWait;
+  pid_t reaped = 0;
+  while ((reaped = waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string how = "stopped answering (it is killed)";  // by the destructor
+  if (reaped == pid) {
+    pid_ = -1;  // reaped here: the destructor has no process to wait for
+    if (WIFSIGNALED(status)) {
+      const char* name = sigabbrev_np(WTERMSIG(status));
+      how = fmt::format("was killed by SIG{}", name ? name : "?");
+    } else if (WIFEXITED(status)) {
+      how = fmt::format("exited {}", WEXITSTATUS(status));
+    }
+  }
+  throw Error(fmt::format("{}: the env worker (pid {}) {} during {}", label_, pid, how, during));
+}
+
+}  // namespace pronghorn::envs
