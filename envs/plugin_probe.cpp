@@ -207,7 +207,7 @@ milliseconds ProbeCommand::default_probe_deadline() {
 
 EnvSpec probe_env_spec(const EnvConfig& config, const ProbeCommand& command) {
   if (config.plugin.empty() && PythonEnv::names_python_env(config.name)) {
-    return probe_python_env(config);
+    return probe_python_env(config, command.deadline);
   }
   if (config.plugin.empty()) {
     return make_builtin_env(config.name, 1, 0, config.max_episode_steps)->spec();

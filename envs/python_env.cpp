@@ -20,22 +20,23 @@ bool same_spec(const EnvSpec& a, const EnvSpec& b) {
 
 }  // namespace
 
-EnvSpec probe_python_env(const EnvConfig& config) {
+EnvSpec probe_python_env(const EnvConfig& config, std::chrono::milliseconds deadline) {
   EnvConfig one = config;
   one.num_envs = 1;
-  auto env = PythonEnv::start(one, 0);
-  const EnvSpec& spec = env->spec();
-  std::vector<uint8_t> obs(spec.obs_bytes()), final_obs(spec.obs_bytes());
-  std::vector<float> actions(std::max<int64_t>(spec.action_size, 1), 0.0f);
+  one.workers = 1;
+  PythonWorker worker(one, 1, 0, 0);
+  const EnvSpec spec = worker.await_spec(PythonWorker::Clock::now() + PythonEnv::kStartTimeout);
+  std::vector<float> actions(static_cast<size_t>(spec.action_size), 0.0f);
   if (spec.action_kind == ActionKind::kContinuous) {
-    for (size_t d = 0; d < spec.action_low.size() && d < actions.size(); ++d) {
-      actions[d] = spec.action_low[d];  // in bounds, whatever they are
+    for (size_t d = 0; d < actions.size(); ++d) {
+      actions[d] = 0.5f * (spec.action_low[d] + spec.action_high[d]);  // in bounds
     }
   }
-  float reward = 0;
-  uint8_t terminated = 0, truncated = 0;
-  env->reset(obs.data());
-  env->step(actions.data(), {obs.data(), &reward, &terminated, &truncated, final_obs.data()});
+  for (const char* command : {"reset", "step"}) {
+    std::memcpy(worker.memory(worker.layout().actions), actions.data(), spec.action_bytes());
+    worker.send(command);
+    worker.await_reply(command, PythonWorker::Clock::now() + deadline);
+  }
   return spec;
 }
 

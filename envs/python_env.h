@@ -40,9 +40,10 @@
 namespace pronghorn::envs {
 
 // The spec of the Python env `config` names, tried as the job's start
-// check: its worker (a child process) makes one env, resets and steps it
-// once. Throws as PythonEnv does.
-EnvSpec probe_python_env(const EnvConfig& config);
+// check: its worker (a child process) makes one env within kStartTimeout,
+// resets and steps it once, each within `deadline`. Throws as PythonEnv
+// does, and Error for a reset or step past its deadline.
+EnvSpec probe_python_env(const EnvConfig& config, std::chrono::milliseconds deadline);
 
 class PythonEnv final : public BatchEnv {
  public:

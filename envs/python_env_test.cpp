@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -287,6 +288,111 @@ TEST(PythonEnvTest, AnInterpreterOlderThan310IsRefusedInWords) {
     return;
   }
   GTEST_SKIP() << "no Python older than 3.10 on this machine (pythonX.Y on PATH or pyenv)";
+}
+
+// A worker that sends a spec of its own making: env.python is a script that
+// answers in its place, with `spec` and a memfd of `bytes` bytes (`seal`:
+// sealed as the worker seals it).
+std::string fake_worker(const std::string& spec, int bytes, bool seal) {
+  static int count = 0;
+  const std::string path = ::testing::TempDir() + "fake-python-" + std::to_string(getpid()) + "-" +
+                           std::to_string(count++);
+  std::ofstream out(path);
+  out << "#!" << test_python() << "\n"
+      << "import fcntl, os, socket\n"
+      << "control = socket.socket(fileno=3)\n"
+      << "fd = os.memfd_create('fake', os.MFD_ALLOW_SEALING)\n"
+      << "os.ftruncate(fd, " << bytes << ")\n"
+      << (seal ? "fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)\n"
+               : "")
+      << "socket.send_fds(control, [b\"spec " << spec << "\\n\"], [fd])\n"
+      << "control.recv(16)\n";
+  out.close();
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+TEST(PythonEnvTest, AMalformedSpecIsRefusedNotTrusted) {
+  const std::string good_layout =
+      "layout = {actions = 0, obs = 64, rewards = 128, terminated = 192, truncated = 256, "
+      "final_obs = 320, size = 384}";
+  const std::string good =
+      "{obs_dtype = 'float32', obs_shape = [2], action_kind = 'discrete', "
+      "action_size = 2, max_episode_steps = 0, " +
+      good_layout + "}";
+  auto refused = [&](const std::string& spec, int bytes, bool seal) {
+    return error_of<UsageError>([&] {
+      PythonEnv::start(python_env("gymnasium:Fake-v0", fake_worker(spec, bytes, seal), 2), 1);
+    });
+  };
+  EXPECT_EQ(refused(good, 384, true), "") << "the good spec is taken";
+  expect_contains(refused("5", 384, true), "spec is not a table");
+  std::string bad = good;
+  bad.replace(bad.find("obs = 64"), 8, "obs = -64");
+  expect_contains(refused(bad, 384, true), "obs is not an integer in [0,");
+  bad = good;
+  bad.replace(bad.find("obs_shape = [2]"), 15, "obs_shape = []");
+  expect_contains(refused(bad, 384, true), "observation rank not in [1, 4]");
+  bad = good;
+  bad.replace(bad.find("size = 384"), 10, "size = 100");
+  expect_contains(refused(bad, 384, true), "memory layout does not hold its spec");
+  bad = good;
+  bad.replace(bad.find("action_kind = 'discrete'"), 24,
+              "action_kind = 'continuous', action_low = [-1.0], action_high = [1.0, 2.0]");
+  expect_contains(refused(bad, 384, true), "action bounds do not have 2 values");
+  expect_contains(error_of([&] {
+                    PythonEnv::start(
+                        python_env("gymnasium:Fake-v0", fake_worker(good, 64, true), 2), 1);
+                  }),
+                  "memory is smaller than its layout says");
+  expect_contains(error_of([&] {
+                    PythonEnv::start(
+                        python_env("gymnasium:Fake-v0", fake_worker(good, 384, false), 2), 1);
+                  }),
+                  "not sealed against shrinking");
+}
+
+TEST(PythonEnvTest, AStartCheckWhoseResetNeverReturnsEndsAtItsDeadline) {
+  use_test_envs();
+  EnvConfig config = python_env("python:pronghorn_test_envs:make_walk", test_python(), 1);
+  config.options["hang_in_reset"] = "true";
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e =
+      error_of([&] { probe_python_env(config, std::chrono::milliseconds(1500)); });
+  expect_contains(e, "reset did not return within 1 s");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// Box(-0.1, 0.1, float64): float32 cannot hold 0.1; its bounds are rounded
+// inward, so an action at a bound is in the env's own space.
+TEST(PythonEnvTest, Float64ActionBoundsAreRoundedInward) {
+  use_test_envs();
+  auto env = PythonEnv::start(
+      python_env("python:pronghorn_test_envs:make_bounded_walk", test_python(), 2), 1);
+  ASSERT_EQ(env->spec().action_low.size(), 1u);
+  EXPECT_GE(static_cast<double>(env->spec().action_low[0]), -0.1);
+  EXPECT_LE(static_cast<double>(env->spec().action_high[0]), 0.1);
+  std::vector<float> obs(4), rewards(2);
+  std::vector<uint8_t> terminated(2), truncated(2);
+  env->reset(obs.data());
+  const std::vector<float> actions = {env->spec().action_low[0], env->spec().action_high[0]};
+  env->step(actions.data(),
+            {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
+}
+
+TEST(PythonEnvTest, AVectorEnvReturningTheWrongShapeIsNamed) {
+  use_test_envs();
+  auto env = PythonEnv::start(
+      python_env("python:pronghorn_test_envs:make_scalar_reward_vector", test_python(), 2), 1);
+  std::vector<float> obs(4), rewards(2);
+  std::vector<uint8_t> terminated(2), truncated(2);
+  env->reset(obs.data());
+  const std::vector<int32_t> actions(2, 0);
+  expect_contains(error_of([&] {
+                    env->step(actions.data(), {obs.data(), rewards.data(), terminated.data(),
+                                               truncated.data(), nullptr});
+                  }),
+                  "step failed: ValueError: the env returned rewards of shape (), expected (2,)");
 }
 
 TEST(PythonEnvTest, AnExceptionInStepIsAnErrorWithItsLastLine) {

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -79,6 +80,8 @@ std::string receive_line(int socket, PythonWorker::Clock::time_point deadline, i
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - PythonWorker::Clock::now());
     PRONGHORN_CHECK(left.count() > 0, what);
+    PRONGHORN_CHECK(line.size() < PythonWorker::kMaxLine, "the env worker's spec is longer than ",
+                    PythonWorker::kMaxLine, " bytes");
     pollfd p{socket, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
     char data[4096];
@@ -127,14 +130,15 @@ std::pair<EnvSpec, PythonWorker::Layout> read_spec(const toml::table& s, const s
   spec.obs_dtype =
       s["obs_dtype"].value_or(std::string()) == "uint8" ? Dtype::kUInt8 : Dtype::kFloat32;
   int64_t elements = 1;
-  if (const toml::array* shape = s["obs_shape"].as_array()) {
-    for (const toml::node& d : *shape) {
-      const int64_t n = d.value<int64_t>().value_or(0);
-      PRONGHORN_CHECK(n >= 1 && n <= kMaxObsElements && elements * n <= kMaxObsElements,
-                      "the env worker's spec: observation shape out of range");
-      elements *= n;
-      spec.obs_shape.push_back(n);
-    }
+  const toml::array* shape = s["obs_shape"].as_array();
+  PRONGHORN_CHECK(shape != nullptr && !shape->empty() && shape->size() <= 4,
+                  "the env worker's spec: observation rank not in [1, 4]");
+  for (const toml::node& d : *shape) {
+    const int64_t n = d.value<int64_t>().value_or(0);
+    PRONGHORN_CHECK(n >= 1 && n <= kMaxObsElements && elements * n <= kMaxObsElements,
+                    "the env worker's spec: observation shape out of range");
+    elements *= n;
+    spec.obs_shape.push_back(n);
   }
   spec.action_kind = s["action_kind"].value_or(std::string()) == "continuous"
                          ? ActionKind::kContinuous
@@ -142,6 +146,17 @@ std::pair<EnvSpec, PythonWorker::Layout> read_spec(const toml::table& s, const s
   spec.action_size = integer(s, "action_size", 1, kMaxActionSize);
   spec.action_low = floats(s, "action_low");
   spec.action_high = floats(s, "action_high");
+  if (spec.action_kind == ActionKind::kContinuous) {
+    const size_t dims = static_cast<size_t>(spec.action_size);
+    PRONGHORN_CHECK(spec.action_low.size() == dims && spec.action_high.size() == dims,
+                    "the env worker's spec: action bounds do not have ", dims, " values");
+    for (size_t d = 0; d < dims; ++d) {
+      PRONGHORN_CHECK(std::isfinite(spec.action_low[d]) && std::isfinite(spec.action_high[d]) &&
+                          spec.action_low[d] < spec.action_high[d],
+                      "the env worker's spec: action bounds of dimension ", d,
+                      " are not finite and increasing");
+    }
+  }
   spec.max_episode_steps = integer(s, "max_episode_steps", 0, INT64_MAX);
   spec.target_return = s["target_return"].value_or(0.0);
   const toml::table* l = s["layout"].as_table();
@@ -245,9 +260,15 @@ EnvSpec PythonWorker::await_spec(Clock::time_point deadline) {
   } catch (const Error& e) {
     refuse(e.what());
   }
+  // Sealed against shrinking, so no code in the worker can make this
+  // process's reads of the memory fault (SIGBUS) later.
   struct stat st {};
   PRONGHORN_CHECK(fstat(memory_fd, &st) == 0 && static_cast<size_t>(st.st_size) >= read.second.size,
                   label_, ": the env worker's memory is smaller than its layout says");
+  const int seals = fcntl(memory_fd, F_GET_SEALS);
+  PRONGHORN_CHECK(seals >= 0 && (seals & F_SEAL_SHRINK) != 0 && (seals & F_SEAL_SEAL) != 0, label_,
+                  ": the env worker's memory is not sealed against shrinking");
+
   void* memory = mmap(nullptr, read.second.size, PROT_READ | PROT_WRITE, MAP_SHARED, memory_fd, 0);
   PRONGHORN_CHECK(memory != MAP_FAILED, label_,
                   ": mmap of the env worker's memory: ", std::strerror(errno));
@@ -261,6 +282,7 @@ void PythonWorker::refuse(const std::string& why) {
 }
 
 void PythonWorker::send(const char* command) {
+  started_ = Clock::now();
   const std::string line = std::string(command) + "\n";
   if (::send(socket_, line.data(), line.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(line.size())) {
@@ -268,12 +290,24 @@ void PythonWorker::send(const char* command) {
   }
 }
 
-void PythonWorker::await_reply(const char* command) {
+void PythonWorker::await_reply(const char* command, Clock::time_point deadline) {
   std::string reply;
   const auto poll_until = Clock::now() + kPollFor;
+  const bool bounded = deadline != Clock::time_point::max();
   while (reply.find('\n') == std::string::npos) {
+    PRONGHORN_CHECK(reply.size() < kMaxLine, label_, ": the env worker's reply to ", command,
+                    " is longer than ", kMaxLine, " bytes");
     char data[1024];
-    const bool polling = Clock::now() < poll_until;
+    const auto now = Clock::now();
+    const bool polling = now < poll_until;
+    if (!polling && bounded) {
+      PRONGHORN_CHECK(now < deadline, label_, ": ", command, " did not return within ",
+                      std::chrono::duration_cast<std::chrono::seconds>(deadline - started_).count(),
+                      " s (PRONGHORN_ENV_PROBE_TIMEOUT_S)");
+      pollfd p{socket_, POLLIN, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+      if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1000))) <= 0) continue;
+    }
     const ssize_t n = recv(socket_, data, sizeof data, polling ? MSG_DONTWAIT : 0);
     if (n < 0 && polling && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       sched_yield();  // the core to whatever else may run on it

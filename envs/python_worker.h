@@ -30,6 +30,8 @@ class PythonWorker {
   // take 100 µs or more to run again, as long as a step of a few envs
   // (BENCHMARKS.md, 2026-11-27). The worker polls for commands as long.
   static constexpr std::chrono::microseconds kPollFor{2000};
+  // The longest line a worker may send (a spec, a reply).
+  static constexpr size_t kMaxLine = size_t{1} << 20;
 
   // Where each field lies in the shared memory, in bytes.
   struct Layout {
@@ -51,11 +53,12 @@ class PythonWorker {
   EnvSpec await_spec(Clock::time_point deadline);
 
   // A command; then its reply, "ok" or an Error naming the env and the
-  // worker's line (the exception's last line), or how the worker died. No
-  // deadline of its own: a step that never returns is the actors'
-  // watchdog's to end (actor.stall_timeout_s), as with plugins.
+  // worker's line (the exception's last line), or how the worker died. In an
+  // actor no deadline (Clock::time_point::max()): a step that never returns
+  // is the actors' watchdog's to end (actor.stall_timeout_s), as with
+  // plugins; the start check gives one.
   void send(const char* command);
-  void await_reply(const char* command);
+  void await_reply(const char* command, Clock::time_point deadline = Clock::time_point::max());
 
   uint8_t* memory(size_t offset) { return memory_ + offset; }
   const Layout& layout() const { return layout_; }
@@ -72,6 +75,7 @@ class PythonWorker {
   const int64_t num_envs_;
   pid_t pid_ = -1;
   int socket_ = -1;
+  Clock::time_point started_{};  // of the last command sent
   Layout layout_;
   uint8_t* memory_ = nullptr;  // layout_.size bytes, shared with the worker
 };

@@ -56,7 +56,8 @@ Command add_envs_command(CLI::App& app) {
                 "--python-env {}: expected \"gymnasium:<id>\" or \"python:<module>:<callable>\"",
                 config.name));
           }
-          const EnvSpec spec = envs::probe_python_env(config);
+          const EnvSpec spec =
+              envs::probe_python_env(config, envs::ProbeCommand::default_probe_deadline());
           std::cout << fmt::format("{} {} (in {})\n", spec.name, spec.describe(), config.python);
           return;
         }

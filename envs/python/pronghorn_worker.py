@@ -27,8 +27,18 @@ import traceback
 
 
 def env_seed(seed, i):
-    """Env i's Gymnasium seed: distinct for every (actor seed, i < 2^20)."""
+    """Env i's Gymnasium seed: distinct for every (actor seed < 2^43, i < 2^20)."""
     return ((seed << 20) + i) & (2**63 - 1)
+
+
+def one_line(text):
+    """`text` as one line of the protocol."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def last_line(e):
+    """An exception as its type and its message's last line."""
+    return (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[-1]
 
 
 class Refused(Exception):
@@ -181,9 +191,10 @@ def describe(vec, name):
     from gymnasium import spaces
 
     obs_space, action_space = vec.single_observation_space, vec.single_action_space
-    if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) > 4:
-        raise Refused(f"{name}: observation space {obs_space}: expected a Box of rank 4 or "
-                      f"less (Dict, Tuple, MultiDiscrete, Text: not supported yet)")
+    if (not isinstance(obs_space, spaces.Box) or not 1 <= len(obs_space.shape) <= 4
+            or min(obs_space.shape) < 1):
+        raise Refused(f"{name}: observation space {obs_space}: expected a Box of rank 1 to 4, "
+                      f"no dimension 0 (Dict, Tuple, MultiDiscrete, Text: not supported yet)")
     if obs_space.dtype == np.uint8:
         obs_dtype = "uint8"
     elif obs_space.dtype in (np.float32, np.float64):
@@ -195,11 +206,18 @@ def describe(vec, name):
     if isinstance(action_space, spaces.Discrete):
         spec.update(action_kind="discrete", action_size=int(action_space.n),
                     action_start=int(action_space.start))
-    elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
-        low = np.asarray(action_space.low, dtype=np.float64)
-        high = np.asarray(action_space.high, dtype=np.float64)
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise Refused(f"{name}: action space {action_space}: expected finite bounds")
+    elif (isinstance(action_space, spaces.Box) and len(action_space.shape) == 1
+          and action_space.shape[0] >= 1):
+        # float32, rounded inward: every float32 action within them is in the space
+        low64 = np.asarray(action_space.low, dtype=np.float64)
+        high64 = np.asarray(action_space.high, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            low, high = low64.astype(np.float32), high64.astype(np.float32)
+        low = np.where(low < low64, np.nextafter(low, np.float32(np.inf)), low)
+        high = np.where(high > high64, np.nextafter(high, np.float32(-np.inf)), high)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+            raise Refused(f"{name}: action space {action_space}: expected finite bounds, low "
+                          f"below high, within float32")
         spec.update(action_kind="continuous", action_size=int(action_space.shape[0]),
                     action_low=low.tolist(), action_high=high.tolist())
     else:
@@ -233,8 +251,12 @@ class Memory:
             offset += int(np.prod(shape)) * np.dtype(dtype).itemsize
         layout["size"] = max(offset, 1)
         self.layout = layout
-        self.fd = os.memfd_create("pronghorn-env", os.MFD_CLOEXEC)
+        self.fd = os.memfd_create("pronghorn-env", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(self.fd, layout["size"])
+        # The actor reads this memory: nothing here may shrink it under it.
+        import fcntl
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         self.map = mmap.mmap(self.fd, layout["size"])
         for field, dtype, shape in fields:
             view = np.frombuffer(self.map, dtype=dtype, count=int(np.prod(shape)),
@@ -257,21 +279,37 @@ class Worker:
                                           for i in range(self.k)]
         self.seeded = True
         obs, _ = self.vec.reset(seed=seeds)
-        self.memory.obs[...] = obs
+        self.put("observations", self.memory.obs, obs)
 
     def step(self):
         np, m = self.np, self.memory
         actions = m.actions + self.start if self.start else m.actions
         obs, rewards, terminated, truncated, info = self.vec.step(actions.copy())
-        m.obs[...] = obs
-        m.rewards[...] = rewards
-        m.terminated[...] = terminated
-        m.truncated[...] = truncated
-        ended = info.get("_final_obs")
-        if ended is not None:
-            final = info["final_obs"]
-            for i in np.flatnonzero(ended):
-                m.final_obs[i] = final[i]  # cast to the obs dtype (float64 → float32)
+        self.put("observations", m.obs, obs)
+        self.put("rewards", m.rewards, rewards)
+        self.put("terminated", m.terminated, terminated)
+        self.put("truncated", m.truncated, truncated)
+        ended = np.flatnonzero(np.logical_or(m.terminated, m.truncated))
+        has_final = info.get("_final_obs")
+        for i in ended:
+            if has_final is None or not has_final[i]:
+                raise ValueError(f"env {i} ended but the vector env gave no final_obs for it "
+                                 f"(not a SAME_STEP autoreset?)")
+            self.put(f"final_obs of env {i}", m.final_obs[i], info["final_obs"][i])
+
+    def put(self, what, into, value):
+        """`value` into `into`, of exactly its shape and a kind that casts safely
+        (float64 to float32; never floats into uint8)."""
+        np = self.np
+        value = np.asarray(value)
+        if value.shape != into.shape:
+            raise ValueError(f"the env returned {what} of shape {value.shape}, expected "
+                             f"{into.shape}")
+        if not np.can_cast(value.dtype, into.dtype, casting="same_kind") and not (
+                into.dtype == np.uint8 and value.dtype == np.bool_):
+            raise ValueError(f"the env returned {what} of {value.dtype}, expected "
+                             f"{into.dtype}")
+        into[...] = value
 
 
 def toml_inline(value):
@@ -335,8 +373,7 @@ def serve(control, worker):
             control.sendall(b"ok\n")
         except Exception as e:  # the env's own: the job ends naming it
             traceback.print_exc()
-            message = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[-1]
-            control.sendall(f"error {message}\n".encode())
+            control.sendall(f"error {one_line(last_line(e))}\n".encode())
             return
 
 
@@ -372,12 +409,11 @@ def main(argv):
         spec["max_episode_steps"] = time_limit(vec, args["options"], args["max_episode_steps"])
         worker = Worker(vec, spec, args["num_envs"], args["seed"], args["first_env"])
     except Refused as e:
-        control.sendall(f"error {e}\n".encode())
+        control.sendall(f"error {one_line(e)}\n".encode())
         return 2
     except Exception as e:
         traceback.print_exc()
-        message = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[-1]
-        control.sendall(f"error {args['name']}: {message}\n".encode())
+        control.sendall(f"error {one_line(args['name'])}: {one_line(last_line(e))}\n".encode())
         return 2
     spec["layout"] = worker.memory.layout
     socket.send_fds(control, [f"spec {toml_inline(spec)}\n".encode()], [worker.memory.fd])

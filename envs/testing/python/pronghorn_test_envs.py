@@ -15,8 +15,10 @@ class Walk(gymnasium.Env):
     never returns there; `crash_at`: step segfaults there (in C, as a broken
     extension would); `nan_at`: the reward is NaN there."""
 
-    def __init__(self, length=5, fail_at=0, hang_at=0, crash_at=0, nan_at=0):
+    def __init__(self, length=5, fail_at=0, hang_at=0, crash_at=0, nan_at=0,
+                 hang_in_reset=False):
         self.length, self.fail_at, self.hang_at = length, fail_at, hang_at
+        self.hang_in_reset = hang_in_reset
         self.crash_at, self.nan_at = crash_at, nan_at
         self.observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float64)
         self.action_space = spaces.Discrete(2)
@@ -24,6 +26,8 @@ class Walk(gymnasium.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        while self.hang_in_reset:
+            time.sleep(1)
         self.position = int(self.np_random.integers(-1, 2))
         self.steps = 0
         return self.observe(), {}
@@ -70,6 +74,36 @@ def make_dict_walk():
 def make_next_step_vector(num_envs=2):
     """A vector env with Gymnasium's default autoreset (NEXT_STEP): refused."""
     return gymnasium.vector.SyncVectorEnv([Walk] * num_envs)
+
+
+class BoundedWalk(Walk):
+    """Pushed by a force within float64 bounds that float32 cannot hold
+    exactly; it refuses any action outside its space."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = spaces.Box(-0.1, 0.1, (1,), np.float64)
+
+    def step(self, action):
+        assert self.action_space.contains(np.asarray(action, np.float64)), action
+        return super().step(1 if action[0] > 0 else 0)
+
+
+def make_bounded_walk():
+    return BoundedWalk()
+
+
+class ScalarRewardVector(gymnasium.vector.SyncVectorEnv):
+    """A vector env that returns one reward for all its envs: refused."""
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = super().step(actions)
+        return obs, float(rewards[0]), terminated, truncated, info
+
+
+def make_scalar_reward_vector(num_envs=2):
+    return ScalarRewardVector([Walk] * num_envs,
+                              autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
 
 
 not_callable = 3
