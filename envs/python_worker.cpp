@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fd_message.h"
 #include "envs/python_worker_source.h"
 
 // POSIX: the program declares it; glibc does too, but only under _GNU_SOURCE.
@@ -71,7 +72,7 @@ std::string worker_args(const EnvConfig& config, int64_t num_envs, int64_t first
 }
 
 // Receives up to a newline by `deadline` (Error naming `what` past it); the
-// descriptor passed beside it, if any, in `fd`. "" when the worker closed
+// descriptor passed beside it, if any, in `*fd`. "" when the worker closed
 // its end first.
 std::string receive_line(int socket, PythonWorker::Clock::time_point deadline, int* fd,
                          const std::string& what) {
@@ -85,22 +86,14 @@ std::string receive_line(int socket, PythonWorker::Clock::time_point deadline, i
     pollfd p{socket, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
     char data[4096];
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    iovec io{data, sizeof data};
-    msghdr message{};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    const ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return "";
-    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && fd != nullptr) {
-        if (*fd >= 0) close(*fd);  // only the last one is kept
-        std::memcpy(fd, CMSG_DATA(c), sizeof *fd);
-      }
+    const FdMessage message = receive_with_fd(socket, data, sizeof data);
+    if (message.bytes < 0 && errno == EINTR) continue;
+    if (message.bytes <= 0) return "";
+    if (message.fd >= 0) {
+      if (*fd >= 0) close(*fd);  // only the last one is kept
+      *fd = message.fd;
     }
+    const ssize_t n = message.bytes;
     line.append(data, static_cast<size_t>(n));
   }
   return line.substr(0, line.find('\n'));

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/fd_message.h"
 #include "fleet/process_title.h"
 
 namespace pronghorn::fleet {
@@ -144,25 +145,14 @@ Reply fork_child(int socket, int stderr_fd, const std::vector<std::string>& args
   if (!title.empty()) set_process_title(title);
   std::vector<char> buffer(Zygote::kMaxRequestBytes);
   for (;;) {
-    iovec io{buffer.data(), buffer.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    msghdr message{};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
     // Idle until asked: no deadline here; the parent's end closing ends it.
-    const ssize_t n = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) _exit(0);
-    int stderr_fd = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-        std::memcpy(&stderr_fd, CMSG_DATA(c), sizeof stderr_fd);
-      }
-    }
+    const FdMessage message = receive_with_fd(socket, buffer.data(), buffer.size());
+    if (message.bytes < 0 && errno == EINTR) continue;
+    if (message.bytes <= 0) _exit(0);
+    const ssize_t n = message.bytes;
+    const int stderr_fd = message.fd;
     RequestHeader header{};
-    const bool whole = (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
+    const bool whole = message.whole;
     const auto args =
         whole ? decode_request({buffer.data(), static_cast<size_t>(n)}, header) : std::nullopt;
     Reply reply{header.sequence, -1, EPROTO};

@@ -48,21 +48,11 @@ struct Job {
     if (pid > 0 && kill(pid, SIGTERM) == 0) wait_exit(pid);
   }
   // Waits up to `timeout` for the job to end by itself; whether it did.
-  bool ended(std::chrono::milliseconds timeout) {
-    int s = 0;
-    if (!wait_for([&] { return waitpid(pid, &s, WNOHANG) == pid; }, timeout)) return false;
-    status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
-    pid = -1;
-    return true;
-  }
+  bool ended(std::chrono::milliseconds timeout) { return ended_within(pid, status, timeout); }
   bool running() const { return pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0; }
   double metric(const std::string& key) const { return last_metric(dir, key); }
   // The last line of stderr, after any progress line ended by '\r'.
-  std::string last_line() const {
-    std::string text = slurp(err);
-    while (!text.empty() && text.back() == '\n') text.pop_back();
-    return text.substr(text.find_last_of("\r\n") + 1);
-  }
+  std::string last_line() const { return last_line_of(err); }
   // Processes of this job still running: the learner or actors, which carry
   // the run's config path on their command line.
   std::vector<std::string> processes() const {

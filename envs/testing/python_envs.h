@@ -4,13 +4,20 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/config.h"
 
 namespace pronghorn::envs::testing {
 
@@ -77,6 +84,65 @@ inline std::vector<std::string> other_pythons() {
     }
   }
   return found;
+}
+
+inline void expect_contains(const std::string& message, const std::string& part) {
+  EXPECT_NE(message.find(part), std::string::npos)
+      << "\"" << message << "\" lacks \"" << part << "\"";
+}
+
+inline std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The users' envs of envs/testing/python importable by every worker started after.
+inline void use_test_envs() {
+  setenv("PYTHONPATH", PRONGHORN_SOURCE_DIR "/envs/testing/python", 1);
+}
+
+inline EnvConfig python_env(const std::string& name, const std::string& python, int64_t k = 4) {
+  EnvConfig config;
+  config.name = name;
+  config.python = python;
+  config.num_envs = k;
+  return config;
+}
+
+// The files mapped into process `pid`: /proc/PID/maps's paths.
+inline std::vector<std::string> mapped_files(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::vector<std::string> files;
+  for (std::string line; std::getline(maps, line);) {
+    if (const size_t slash = line.find('/'); slash != std::string::npos) {
+      files.push_back(line.substr(slash));
+    }
+  }
+  return files;
+}
+
+// Under CI=true what a test needs must be there: it fails. Elsewhere (a
+// machine without that interpreter) it is skipped, saying why.
+inline bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
+#define PRONGHORN_SKIP_UNLESS_CI(why)                                       \
+  do {                                                                      \
+    if (::pronghorn::envs::testing::in_ci()) FAIL() << why << " (CI=true)"; \
+    GTEST_SKIP() << why;                                                    \
+  } while (0)
+
+// The first of other_pythons() whose minor version (3.X) `wanted` takes:
+// its path and "3.X"; {"", ""} when none.
+inline std::pair<std::string, std::string> other_python(
+    const std::function<bool(int minor)>& wanted) {
+  for (const std::string& python : other_pythons()) {
+    const std::string version = python_version(python);
+    if (!version.starts_with("3.")) continue;
+    if (wanted(std::stoi(version.substr(2)))) return {python, version};
+  }
+  return {"", ""};
 }
 
 }  // namespace pronghorn::envs::testing

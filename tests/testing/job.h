@@ -158,4 +158,21 @@ inline bool wait_for(const std::function<bool()>& ready,
   return true;
 }
 
+// Waits up to `timeout` for child `pid` to end; whether it did. Then `pid`
+// is -1 and `status` its exit status, or 128 + signal.
+inline bool ended_within(pid_t& pid, int& status, std::chrono::milliseconds timeout) {
+  int s = 0;
+  if (!wait_for([&] { return waitpid(pid, &s, WNOHANG) == pid; }, timeout)) return false;
+  status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+  pid = -1;
+  return true;
+}
+
+// The last line of the file at `path`, after any progress line ended by '\r'.
+inline std::string last_line_of(const std::string& path) {
+  std::string text = slurp(path);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text.substr(text.find_last_of("\r\n") + 1);
+}
+
 }  // namespace pronghorn::testing
