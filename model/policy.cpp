@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "model/activation.h"
+#include "model/network_layout.h"
 
 namespace pronghorn {
 
@@ -33,19 +34,20 @@ ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
 
 namespace {
 
-// relu → conv 3×3 → relu → conv 3×3, plus the input (IMPALA's residual block).
+torch::nn::Conv2d conv(const TorsoLayer& layer, int64_t in) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, layer.out, layer.kernel).stride(layer.stride).padding(layer.padding));
+}
+
+// relu → conv → relu → conv, plus the input (IMPALA's residual block).
 class ResidualBlockImpl : public torch::nn::Module {
  public:
-  explicit ResidualBlockImpl(int64_t channels)
-      : first_(register_module("first", conv3x3(channels, channels))),
-        second_(register_module("second", conv3x3(channels, channels))) {}
+  explicit ResidualBlockImpl(const TorsoLayer& layer)
+      : first_(register_module("first", conv(layer, layer.out))),
+        second_(register_module("second", conv(layer, layer.out))) {}
 
   at::Tensor forward(const at::Tensor& x) {
     return x + second_->forward(at::relu(first_->forward(at::relu(x))));
-  }
-
-  static torch::nn::Conv2d conv3x3(int64_t in, int64_t out) {
-    return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1));
   }
 
  private:
@@ -53,45 +55,30 @@ class ResidualBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ResidualBlock);
 
-// The IMPALA CNN (Espeholt et al. 2018): three sections of conv 3×3 →
-// max-pool 3×3 stride 2 → two residual blocks, with 16, 32, 32 channels,
-// then relu. Returns the flattened width.
-int64_t add_impala_cnn(torch::nn::Sequential& torso, const std::vector<int64_t>& chw) {
-  int64_t channels = chw[0], h = chw[1], w = chw[2];
-  for (int64_t out : {16, 32, 32}) {
-    torso->push_back(ResidualBlockImpl::conv3x3(channels, out));
-    torso->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1)));
-    torso->push_back(ResidualBlock(out));
-    torso->push_back(ResidualBlock(out));
-    channels = out;
-    h = (h - 1) / 2 + 1;  // (h + 2·1 − 3) / 2 + 1
-    w = (w - 1) / 2 + 1;
+torch::nn::AnyModule module_for(const TorsoLayer& layer) {
+  using Kind = TorsoLayer::Kind;
+  switch (layer.kind) {
+    case Kind::kLinear: return torch::nn::AnyModule(torch::nn::Linear(layer.in, layer.out));
+    case Kind::kConv: return torch::nn::AnyModule(conv(layer, layer.in));
+    case Kind::kMaxPool:
+      return torch::nn::AnyModule(torch::nn::MaxPool2d(
+          torch::nn::MaxPool2dOptions(layer.kernel).stride(layer.stride).padding(layer.padding)));
+    case Kind::kResidual: return torch::nn::AnyModule(ResidualBlock(layer));
+    case Kind::kRelu: return torch::nn::AnyModule(torch::nn::ReLU());
+    case Kind::kTanh: return torch::nn::AnyModule(torch::nn::Functional(tanh_activation));
+    case Kind::kFlatten: return torch::nn::AnyModule(torch::nn::Flatten());
   }
-  torso->push_back(torch::nn::ReLU());
-  torso->push_back(torch::nn::Flatten());
-  return channels * h * w;
+  throw Error("model: unknown torso layer");
 }
 
 }  // namespace
 
 PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
   PRONGHORN_CHECK(spec.actions >= 1, "model: expected at least one action");
+  const NetworkLayout layout = network_layout(spec);
   torch::nn::Sequential torso;
-  int64_t width = 1;
-  if (spec.pixels) {
-    PRONGHORN_CHECK(spec.obs_shape.size() == 3, "model: pixel observations need [C, H, W]");
-    width = add_impala_cnn(torso, spec.obs_shape);
-  } else {
-    for (int64_t d : spec.obs_shape) width *= d;
-  }
-  for (int64_t units : spec.hidden) {
-    torso->push_back(torch::nn::Linear(width, units));
-    if (spec.activation == ModelConfig::Activation::kRelu)
-      torso->push_back(torch::nn::ReLU());
-    else
-      torso->push_back(torch::nn::Functional(tanh_activation));
-    width = units;
-  }
+  for (const TorsoLayer& layer : layout.torso) torso->push_back(module_for(layer));
+  int64_t width = layout.torso_width;
   torso_ = register_module("torso", torso);
   // Registered only when wanted: a feed-forward model keeps its parameters
   // (and so its checkpoints) as they were before the core existed.
@@ -119,7 +106,7 @@ at::Tensor PolicyNetImpl::features(const at::Tensor& obs) {
   PRONGHORN_CHECK(obs.is_floating_point(), "model: observations of dtype ", obs.scalar_type(),
                   "; the network takes them preprocessed (ObservationPreprocessor)");
   at::Tensor x = obs;
-  if (!spec_.pixels) x = x.reshape({x.size(0), -1});
+  if (!spec_.pixels) x = x.reshape({x.size(0), -1});  // NetworkLayout::flatten_input
   return torso_->forward(x);
 }
 

@@ -1,0 +1,61 @@
+#include "model/network_layout.h"
+
+#include "core/error.h"
+
+namespace pronghorn {
+
+const char* to_string(TorsoLayer::Kind kind) {
+  switch (kind) {
+    case TorsoLayer::Kind::kLinear: return "linear";
+    case TorsoLayer::Kind::kConv: return "conv";
+    case TorsoLayer::Kind::kMaxPool: return "max_pool";
+    case TorsoLayer::Kind::kResidual: return "residual";
+    case TorsoLayer::Kind::kRelu: return "relu";
+    case TorsoLayer::Kind::kTanh: return "tanh";
+    case TorsoLayer::Kind::kFlatten: return "flatten";
+  }
+  return "?";
+}
+
+NetworkLayout network_layout(const ModelSpec& spec) {
+  using Kind = TorsoLayer::Kind;
+  NetworkLayout layout;
+  auto add = [&layout](TorsoLayer layer) {
+    layer.name = "torso." + std::to_string(layout.torso.size());  // Sequential's numbering
+    layout.torso.push_back(std::move(layer));
+  };
+  int64_t width = 1;
+  if (spec.pixels) {
+    // The IMPALA CNN (Espeholt et al. 2018): three sections of conv 3×3 →
+    // max-pool 3×3 stride 2 → two residual blocks, with 16, 32, 32
+    // channels, then relu.
+    PRONGHORN_CHECK(spec.obs_shape.size() == 3, "model: pixel observations need [C, H, W]");
+    layout.flatten_input = false;
+    int64_t channels = spec.obs_shape[0], h = spec.obs_shape[1], w = spec.obs_shape[2];
+    for (int64_t out : {16, 32, 32}) {
+      add({.kind = Kind::kConv, .in = channels, .out = out, .kernel = 3, .padding = 1});
+      add({.kind = Kind::kMaxPool, .in = out, .out = out, .kernel = 3, .stride = 2, .padding = 1});
+      for (int block = 0; block < 2; ++block)
+        add({.kind = Kind::kResidual, .in = out, .out = out, .kernel = 3, .padding = 1});
+      channels = out;
+      h = (h - 1) / 2 + 1;  // (h + 2·1 − 3) / 2 + 1
+      w = (w - 1) / 2 + 1;
+    }
+    add({.kind = Kind::kRelu});
+    add({.kind = Kind::kFlatten});
+    width = channels * h * w;
+  } else {
+    for (int64_t d : spec.obs_shape) width *= d;
+  }
+  for (int64_t units : spec.hidden) {
+    add({.kind = Kind::kLinear, .in = width, .out = units});
+    add({.kind = spec.activation == ModelConfig::Activation::kRelu ? Kind::kRelu : Kind::kTanh});
+    width = units;
+  }
+  layout.torso_width = width;
+  layout.core_hidden = spec.core_hidden;
+  layout.head_width = spec.core_hidden > 0 ? spec.core_hidden : width;
+  return layout;
+}
+
+}  // namespace pronghorn
