@@ -3,6 +3,8 @@
 // every parameter of the model is named by some layer, for each kind of
 // network; the ONNX graph takes each of them once. (Numbers are checked end
 // to end in tests/export_test.cpp, against the binary's own forward pass.)
+#include "model/network_layout.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -13,7 +15,6 @@
 #include "export/onnx_policy.h"
 #include "export/policy_description.h"
 #include "export/policy_export.h"
-#include "model/network_layout.h"
 #include "model/policy_face.h"
 #include "proto/onnx.pb.h"
 
@@ -42,7 +43,8 @@ Shapes layout_parameters(const ModelSpec& spec) {
           out[l.name + conv + ".bias"] = {l.out};
         }
         break;
-      default: break;
+      default:
+        break;
     }
   }
   const int64_t H = layout.core_hidden, W = layout.head_width;
@@ -125,8 +127,7 @@ TEST(NetworkLayoutTest, OnnxGraphTakesEachParameterOnceAndNamesItsInputsAndOutpu
     std::set<std::string> initializers;
     for (const auto& t : proto.graph().initializer()) initializers.insert(t.name());
     for (const NamedTensor& t : weights.tensors) {
-      EXPECT_TRUE(initializers.count(t.name == "log_std" ? "log_std_parameter" : t.name))
-          << t.name;
+      EXPECT_TRUE(initializers.count(t.name == "log_std" ? "log_std_parameter" : t.name)) << t.name;
     }
     std::vector<std::string> inputs, outputs;
     for (const auto& v : proto.graph().input()) inputs.push_back(v.name());

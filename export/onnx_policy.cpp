@@ -74,14 +74,15 @@ class GraphBuilder {
     if (as.empty()) as = name;
     const NamedTensor* t = weights_.find(name);
     PRONGHORN_CHECK(t != nullptr, "export: the weights have no tensor ", name);
-    PRONGHORN_CHECK(t->shape == shape, "export: tensor ", name, " has shape ",
-                    shape_text(t->shape), ", the network wants ", shape_text(shape));
+    PRONGHORN_CHECK(t->shape == shape, "export: tensor ", name, " has shape ", shape_text(t->shape),
+                    ", the network wants ", shape_text(shape));
     if (added_.insert(as).second) add_initializer(as, pb::TensorProto::FLOAT, shape, t->bytes);
     return as;
   }
 
   std::string constant_float(const std::string& name, float value) {
-    add_initializer(name, pb::TensorProto::FLOAT, {}, std::string(reinterpret_cast<char*>(&value), 4));
+    add_initializer(name, pb::TensorProto::FLOAT, {},
+                    std::string(reinterpret_cast<char*>(&value), 4));
     return name;
   }
 
@@ -135,7 +136,8 @@ std::string torso_layer(GraphBuilder& g, const std::string& x, const TorsoLayer&
                     {x, g.parameter(layer.name + ".weight", {layer.out, layer.in}),
                      g.parameter(layer.name + ".bias", {layer.out})},
                     {int_attribute("transB", 1)});
-    case Kind::kConv: return conv(g, x, layer, layer.name, layer.in);
+    case Kind::kConv:
+      return conv(g, x, layer, layer.name, layer.in);
     case Kind::kMaxPool: {
       const int64_t k = layer.kernel, p = layer.padding, s = layer.stride;
       return g.node("MaxPool", {x},
@@ -149,23 +151,25 @@ std::string torso_layer(GraphBuilder& g, const std::string& x, const TorsoLayer&
       r = conv(g, r, layer, layer.name + ".second", layer.out);
       return g.node("Add", {x, r});
     }
-    case Kind::kRelu: return g.node("Relu", {x});
-    case Kind::kTanh: return g.node("Tanh", {x});
-    case Kind::kFlatten: return g.node("Flatten", {x}, {int_attribute("axis", 1)});
+    case Kind::kRelu:
+      return g.node("Relu", {x});
+    case Kind::kTanh:
+      return g.node("Tanh", {x});
+    case Kind::kFlatten:
+      return g.node("Flatten", {x}, {int_attribute("axis", 1)});
   }
   throw Error("export: unknown torso layer");
 }
 
 // One LSTM step with torch's gate order (i, f, g, o); h_out and c_out.
 std::string lstm_step(GraphBuilder& g, const std::string& x, int64_t in, int64_t H) {
-  const std::string from_x =
-      g.node("Gemm",
-             {x, g.parameter("core.weight_ih", {4 * H, in}), g.parameter("core.bias_ih", {4 * H})},
-             {int_attribute("transB", 1)});
-  const std::string from_h =
-      g.node("Gemm",
-             {"h_in", g.parameter("core.weight_hh", {4 * H, H}), g.parameter("core.bias_hh", {4 * H})},
-             {int_attribute("transB", 1)});
+  const std::string from_x = g.node(
+      "Gemm", {x, g.parameter("core.weight_ih", {4 * H, in}), g.parameter("core.bias_ih", {4 * H})},
+      {int_attribute("transB", 1)});
+  const std::string from_h = g.node(
+      "Gemm",
+      {"h_in", g.parameter("core.weight_hh", {4 * H, H}), g.parameter("core.bias_hh", {4 * H})},
+      {int_attribute("transB", 1)});
   const std::vector<std::string> gates =
       g.split(g.node("Add", {from_x, from_h}), g.constant_ints("gate_sizes", {H, H, H, H}), 4);
   const std::string i = g.node("Sigmoid", {gates[0]}), f = g.node("Sigmoid", {gates[1]});
@@ -193,8 +197,8 @@ std::string onnx_policy(const ModelSpec& spec, const EnvSpec& env, const Safeten
 
   const NetworkLayout layout = network_layout(spec);
   const bool pixels = env.obs_dtype == Dtype::kUInt8;
-  add_value_info(*graph.mutable_input(), "obs", pixels ? pb::TensorProto::UINT8 : pb::TensorProto::FLOAT,
-                 env.obs_shape);
+  add_value_info(*graph.mutable_input(), "obs",
+                 pixels ? pb::TensorProto::UINT8 : pb::TensorProto::FLOAT, env.obs_shape);
   std::string x = "obs";
   if (pixels) {  // ObservationPreprocessor's x / 255 (model/policy_face.h)
     x = g.node("Cast", {x}, {int_attribute("to", pb::TensorProto::FLOAT)});

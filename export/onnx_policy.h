@@ -7,7 +7,8 @@
 //            a recurrent core's h_in, c_in [batch, H]
 //   outputs: logits [batch, A] (discrete), or mean and log_std [batch, D]
 //            (continuous; the log_std parameter is the initializer
-//            "log_std_parameter", every other one keeps its name); value [batch]; h_out, c_out [batch, H] (recurrent)
+//            "log_std_parameter", every other one keeps its name); value [batch]; h_out, c_out
+//            [batch, H] (recurrent)
 //
 // Only standard operators (Cast, Div, Flatten, Gemm, Conv, MaxPool, Relu,
 // Tanh, Add, Mul, Sigmoid, Split, Squeeze, Shape, Expand): any ONNX runtime

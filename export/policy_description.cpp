@@ -46,7 +46,8 @@ toml::table torso_layer(const TorsoLayer& layer) {
       t.insert("stride", layer.stride);
       t.insert("padding", layer.padding);
       break;
-    default: break;
+    default:
+      break;
   }
   return t;
 }
@@ -106,12 +107,11 @@ std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
       {"heads", std::move(heads)},
       {"weights", "model.safetensors"},
       {"onnx", std::move(onnx)},
-      {"source",
-       toml::table{{"run", source.run_name},
-                   {"checkpoint", source.checkpoint},
-                   {"env_steps", static_cast<int64_t>(source.env_steps)},
-                   {"learner_steps", static_cast<int64_t>(source.learner_steps)},
-                   {"pronghorn_version", source.pronghorn_version}}},
+      {"source", toml::table{{"run", source.run_name},
+                             {"checkpoint", source.checkpoint},
+                             {"env_steps", static_cast<int64_t>(source.env_steps)},
+                             {"learner_steps", static_cast<int64_t>(source.learner_steps)},
+                             {"pronghorn_version", source.pronghorn_version}}},
   };
   if (layout.core_hidden > 0) {
     // torch.nn.LSTM's cell: gates = x W_ihᵀ + b_ih + h W_hhᵀ + b_hh, split

@@ -30,8 +30,7 @@ Dtype dtype_named(const std::string& name, const std::string& tensor) {
 
 // A JSON number that is a whole, non-negative int64.
 int64_t whole(const google::protobuf::Value& v, const std::string& what) {
-  PRONGHORN_CHECK(v.kind_case() == google::protobuf::Value::kNumberValue, what,
-                  " is not a number");
+  PRONGHORN_CHECK(v.kind_case() == google::protobuf::Value::kNumberValue, what, " is not a number");
   const double d = v.number_value();
   PRONGHORN_CHECK(d >= 0 && d <= 9.0e15 && std::floor(d) == d, what,
                   " is not a whole number from 0 to 9e15");
@@ -42,8 +41,9 @@ std::vector<int64_t> whole_list(const google::protobuf::Struct& entry, const cha
                                 const std::string& tensor) {
   const auto& fields = entry.fields();
   const auto it = fields.find(key);
-  PRONGHORN_CHECK(it != fields.end() && it->second.kind_case() == google::protobuf::Value::kListValue,
-                  "tensor ", tensor, ": no list \"", key, "\"");
+  PRONGHORN_CHECK(
+      it != fields.end() && it->second.kind_case() == google::protobuf::Value::kListValue,
+      "tensor ", tensor, ": no list \"", key, "\"");
   std::vector<int64_t> out;
   for (const auto& v : it->second.list_value().values())
     out.push_back(whole(v, fmt::format("tensor {}: an entry of \"{}\"", tensor, key)));
@@ -119,9 +119,10 @@ std::string encode_safetensors(const Safetensors& file) {
   for (const NamedTensor& t : file.tensors) {
     PRONGHORN_CHECK(t.bytes.size() == static_cast<size_t>(t.numel()) * dtype_bytes(t.dtype),
                     "tensor ", t.name, ": its bytes do not match its shape");
-    header += fmt::format("{}{}: {{\"dtype\": \"{}\", \"shape\": [{}], \"data_offsets\": [{}, {}]}}",
-                          header.size() > 1 ? ", " : "", json_string(t.name), dtype_name(t.dtype),
-                          fmt::join(t.shape, ", "), offset, offset + t.bytes.size());
+    header +=
+        fmt::format("{}{}: {{\"dtype\": \"{}\", \"shape\": [{}], \"data_offsets\": [{}, {}]}}",
+                    header.size() > 1 ? ", " : "", json_string(t.name), dtype_name(t.dtype),
+                    fmt::join(t.shape, ", "), offset, offset + t.bytes.size());
     offset += t.bytes.size();
   }
   if (!file.metadata.empty()) {

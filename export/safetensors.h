@@ -32,7 +32,7 @@ std::string shape_text(const std::vector<int64_t>& shape);
 NamedTensor float_tensor(std::string name, std::vector<int64_t> shape, const float* values);
 
 struct Safetensors {
-  std::vector<NamedTensor> tensors;           // in the order of their bytes
+  std::vector<NamedTensor> tensors;             // in the order of their bytes
   std::map<std::string, std::string> metadata;  // "__metadata__": free-form strings
 
   // The tensor named `name`, or nullptr.

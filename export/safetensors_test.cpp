@@ -72,18 +72,20 @@ TEST(SafetensorsTest, RefusesDamagedFilesNamingTheFault) {
   EXPECT_NE(error_of(with_header(entry, 4)).find("past its 4"), std::string::npos);
   EXPECT_NE(error_of(with_header(entry, 12)).find("4 bytes after the last tensor"),
             std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"t": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}})", 4))
-                .find("dtype F16"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8))
-                .find("takes 12 bytes"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"t": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 8]}})", 8))
-                .find("whole number"),
-            std::string::npos);
-  const std::string gap =
-      R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},)"
-      R"( "b": {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]}})";
+  EXPECT_NE(
+      error_of(with_header(R"({"t": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}})", 4))
+          .find("dtype F16"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(with_header(R"({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8))
+          .find("takes 12 bytes"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(with_header(R"({"t": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 8]}})", 8))
+          .find("whole number"),
+      std::string::npos);
+  const std::string gap = R"({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},)"
+                          R"( "b": {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]}})";
   EXPECT_NE(error_of(with_header(gap, 3)).find("overlap or leave a gap"), std::string::npos);
   EXPECT_NE(error_of(with_header(R"({"__metadata__": {"n": 1}})", 0)).find("not a string"),
             std::string::npos);

@@ -43,6 +43,30 @@ void InferencePolicy::act(const void* obs, bool greedy, const ActionsOut& into) 
   sample_actions(model_->forward(observations(obs), core_), env_, greedy, into);
 }
 
+void InferencePolicy::forward(const void* obs, const Outputs& into) {
+  const int64_t A = env_.action_size;
+  const bool gaussian = env_.action_kind == ActionKind::kContinuous;
+  if (fast_) {
+    fast_->forward(static_cast<const float*>(obs), rows_);
+    for (int64_t k = 0; k < rows_; ++k) {
+      for (int64_t a = 0; a < A; ++a) {
+        into.logits[k * A + a] = fast_->logit(k, a);
+        if (gaussian) into.log_std[k * A + a] = fast_->log_std(a);
+      }
+      into.values[k] = fast_->value(k);
+    }
+    return;
+  }
+  c10::InferenceMode inference;
+  const PolicyOutput out = model_->forward(observations(obs), core_);
+  std::memcpy(into.logits, out.logits.contiguous().data_ptr<float>(), sizeof(float) * rows_ * A);
+  if (gaussian) {
+    std::memcpy(into.log_std, out.log_std.contiguous().data_ptr<float>(),
+                sizeof(float) * rows_ * A);
+  }
+  std::memcpy(into.values, out.value.contiguous().data_ptr<float>(), sizeof(float) * rows_);
+}
+
 void InferencePolicy::values(const void* obs, float* out) {
   if (fast_) {
     fast_->values(static_cast<const float*>(obs), rows_, out);

@@ -6,13 +6,20 @@ namespace pronghorn {
 
 const char* to_string(TorsoLayer::Kind kind) {
   switch (kind) {
-    case TorsoLayer::Kind::kLinear: return "linear";
-    case TorsoLayer::Kind::kConv: return "conv";
-    case TorsoLayer::Kind::kMaxPool: return "max_pool";
-    case TorsoLayer::Kind::kResidual: return "residual";
-    case TorsoLayer::Kind::kRelu: return "relu";
-    case TorsoLayer::Kind::kTanh: return "tanh";
-    case TorsoLayer::Kind::kFlatten: return "flatten";
+    case TorsoLayer::Kind::kLinear:
+      return "linear";
+    case TorsoLayer::Kind::kConv:
+      return "conv";
+    case TorsoLayer::Kind::kMaxPool:
+      return "max_pool";
+    case TorsoLayer::Kind::kResidual:
+      return "residual";
+    case TorsoLayer::Kind::kRelu:
+      return "relu";
+    case TorsoLayer::Kind::kTanh:
+      return "tanh";
+    case TorsoLayer::Kind::kFlatten:
+      return "flatten";
   }
   return "?";
 }

@@ -16,17 +16,18 @@ namespace pronghorn {
 
 struct TorsoLayer {
   enum class Kind {
-    kLinear,    // y = x Wᵀ + b: W [out, in], b [out]
-    kConv,      // 2-D convolution, kernel × kernel, stride 1, zero padding: W [out, in, k, k], b [out]
+    kLinear,  // y = x Wᵀ + b: W [out, in], b [out]
+    kConv,  // 2-D convolution, kernel × kernel, stride 1, zero padding: W [out, in, k, k], b [out]
     kMaxPool,   // max over kernel × kernel windows at `stride`, padding never the max
-    kResidual,  // x + conv(relu(conv(relu(x)))), two kConv of `out` channels: name.first, name.second
+    kResidual,  // x + conv(relu(conv(relu(x)))), two kConv of `out` channels: name.first,
+                // name.second
     kRelu,
     kTanh,
     kFlatten,  // [N, C, H, W] → [N, C·H·W]
   };
   Kind kind;
-  std::string name{};  // the module's: "torso.3"; its parameters are name + ".weight", ".bias"
-  int64_t in = 0, out = 0;                       // features (linear) or channels (conv)
+  std::string name{};       // the module's: "torso.3"; its parameters are name + ".weight", ".bias"
+  int64_t in = 0, out = 0;  // features (linear) or channels (conv)
   int64_t kernel = 0, stride = 1, padding = 0;  // conv, residual, max-pool
 };
 

@@ -35,8 +35,9 @@ ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
 namespace {
 
 torch::nn::Conv2d conv(const TorsoLayer& layer, int64_t in) {
-  return torch::nn::Conv2d(
-      torch::nn::Conv2dOptions(in, layer.out, layer.kernel).stride(layer.stride).padding(layer.padding));
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, layer.out, layer.kernel)
+                               .stride(layer.stride)
+                               .padding(layer.padding));
 }
 
 // relu → conv → relu → conv, plus the input (IMPALA's residual block).
@@ -58,15 +59,21 @@ TORCH_MODULE(ResidualBlock);
 torch::nn::AnyModule module_for(const TorsoLayer& layer) {
   using Kind = TorsoLayer::Kind;
   switch (layer.kind) {
-    case Kind::kLinear: return torch::nn::AnyModule(torch::nn::Linear(layer.in, layer.out));
-    case Kind::kConv: return torch::nn::AnyModule(conv(layer, layer.in));
+    case Kind::kLinear:
+      return torch::nn::AnyModule(torch::nn::Linear(layer.in, layer.out));
+    case Kind::kConv:
+      return torch::nn::AnyModule(conv(layer, layer.in));
     case Kind::kMaxPool:
       return torch::nn::AnyModule(torch::nn::MaxPool2d(
           torch::nn::MaxPool2dOptions(layer.kernel).stride(layer.stride).padding(layer.padding)));
-    case Kind::kResidual: return torch::nn::AnyModule(ResidualBlock(layer));
-    case Kind::kRelu: return torch::nn::AnyModule(torch::nn::ReLU());
-    case Kind::kTanh: return torch::nn::AnyModule(torch::nn::Functional(tanh_activation));
-    case Kind::kFlatten: return torch::nn::AnyModule(torch::nn::Flatten());
+    case Kind::kResidual:
+      return torch::nn::AnyModule(ResidualBlock(layer));
+    case Kind::kRelu:
+      return torch::nn::AnyModule(torch::nn::ReLU());
+    case Kind::kTanh:
+      return torch::nn::AnyModule(torch::nn::Functional(tanh_activation));
+    case Kind::kFlatten:
+      return torch::nn::AnyModule(torch::nn::Flatten());
   }
   throw Error("model: unknown torso layer");
 }

@@ -93,6 +93,18 @@ class InferencePolicy {
   // moves on to the state after this step.
   void act(const void* obs, bool greedy, const ActionsOut& into);
 
+  // Where forward() writes: logits (or Gaussian means) [K, A], the log-std
+  // [K, D] (Gaussian; unused otherwise), values [K].
+  struct Outputs {
+    float* logits = nullptr;
+    float* log_std = nullptr;
+    float* values = nullptr;
+  };
+  // The network's outputs for one step of the K envs, as act() computes them
+  // before it samples; a recurrent core moves on as act() moves it. What
+  // `pronghorn eval --dump-forward` writes and an export must reproduce.
+  void forward(const void* obs, const Outputs& into);
+
   // V of K observations into out [K], from each env's core state as it is
   // now, which stays as it was: the final observation of an episode a time
   // limit cut continues the step act() just took.

@@ -34,6 +34,7 @@ Command add_config_command(CLI::App& app);
 Command add_envs_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
 Command add_actor_command(CLI::App& app);               // an actor-only node (cmd_actor.cpp)
 Command add_actor_process_command(CLI::App& app);       // one actor process (hidden)
 Command add_evaluation_process_command(CLI::App& app);  // one evaluation process (hidden)

@@ -5,7 +5,8 @@
 // actions by default (the most likely action, the Gaussian's mean: SB3's
 // evaluate_policy default), sampled with --sample. The episodes and the seed
 // default to the run's own evaluation's, whose numbers this reproduces
-// (learner/evaluation.h: the same function).
+// (learner/evaluation.h: the same function). --dump-forward writes the
+// network's outputs for given observations instead (tools/forward_dump.h).
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -31,6 +32,8 @@
 #include "model/tensor_runtime.h"
 #include "proto/json_string.h"
 #include "tools/cli.h"
+#include "tools/forward_dump.h"
+#include "tools/run_policy.h"
 #include "tools/stop_signal.h"
 
 namespace pronghorn::cli {
@@ -46,46 +49,9 @@ struct EvalArgs {
   bool sample = false;
   bool json = false;
   std::optional<uint64_t> seed;
+  std::vector<std::string> dump_forward;  // OBS OUT
+  std::string fast_path;                  // "" = the run's model.fast_path
 };
-
-// The checkpoint file `path` names: itself, or a run directory's best, else newest.
-std::string checkpoint_of(const std::string& path) {
-  if (!fs::is_directory(path)) return path;
-  const std::string folder = (fs::path(path) / "checkpoints").string();
-  const std::string best = folder + "/" + learner::kBestCheckpointName;
-  std::string why;
-  if (fs::is_regular_file(best) && learner::read_checkpoint(best, &why)) return best;
-  std::string newest;
-  if (!learner::load_newest_checkpoint(folder, &newest)) {
-    throw UsageError(
-        fmt::format("{}: no valid checkpoint in {} (a run directory holds them in "
-                    "checkpoints/)",
-                    path, folder));
-  }
-  return newest;
-}
-
-struct LoadedPolicy {
-  EnvSpec spec;
-  PolicyNet model;
-};
-
-// The policy `config` makes (its weights as initialised).
-LoadedPolicy policy_for(const Config& config) {
-  EnvConfig one_env = config.env;  // for the spec alone
-  one_env.num_envs = 1;
-  const EnvSpec spec = envs::make_env(one_env, 0)->spec();
-  return {spec, PolicyNet(model_spec_for(spec, config.model))};
-}
-
-// `model` with the parameters of `ckpt` (read from `file`), when they fit.
-void load_parameters(PolicyNet& model, const learner::Checkpoint& ckpt, const std::string& file,
-                     const std::string& config_path) {
-  const std::string unfit = learner::parameters_unfit(ckpt, learner::parameter_layout(*model));
-  PRONGHORN_CHECK(unfit.empty(), "checkpoint ", file, " does not fit the model of ", config_path,
-                  ": ", unfit);
-  model->read_flat(ckpt.parameters.data());
-}
 
 // Sets `cancel` once `stop` is set or process `parent` (0: none) is gone,
 // looking every 100 ms for as long as it lives.
@@ -152,17 +118,21 @@ void run_eval(const EvalArgs& args) {
   }
   if (args.greedy && args.sample)
     throw UsageError("eval: --greedy and --sample exclude each other");
-  const std::string& named = args.path.empty() ? args.checkpoint : args.path;
-  if (std::error_code ec; !fs::exists(named, ec)) {  // a path the user named: usage
-    throw UsageError(fmt::format("eval: {}: no such run directory or checkpoint file", named));
+  RunPolicy run = load_run_policy(args.path.empty() ? args.checkpoint : args.path, "eval");
+  const Config& config = run.config;
+  const EnvSpec& spec = run.spec;
+  if (!args.dump_forward.empty()) {
+    ModelConfig::FastPath mode = config.model.fast_path;
+    if (!args.fast_path.empty())
+      mode = args.fast_path == "off" ? ModelConfig::FastPath::kOff : ModelConfig::FastPath::kAuto;
+    dump_forward(run, args.dump_forward[0], args.dump_forward[1], mode);
+    std::cout << fmt::format("eval {}: the network's outputs for {} written to {}\n",
+                             run.checkpoint, args.dump_forward[0], args.dump_forward[1]);
+    return;
   }
-  const std::string file = checkpoint_of(named);
-  learner::Checkpoint ckpt = learner::load_checkpoint(file);
-  const fs::path run_dir = fs::path(file).parent_path().parent_path();
-  const std::string config_path = (run_dir / "config.toml").string();
-  const Config config = load_config(config_path, {});
-  auto [spec, model] = policy_for(config);
-  load_parameters(model, ckpt, file, config_path);
+  const std::string& file = run.checkpoint;
+  PolicyNet& model = run.model;
+  const learner::Checkpoint& ckpt = run.ckpt;
   const uint64_t seed =
       args.seed.value_or(actor::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
   const int64_t episodes = args.episodes.value_or(config.run.eval_episodes);
@@ -203,6 +173,16 @@ Command add_eval_command(CLI::App& app) {
   command->add_flag("--json", args->json, "print one JSON object");
   command->add_option("--seed", args->seed,
                       "seed of the envs and the sampling (default: the run's evaluation seed)");
+  command
+      ->add_option("--dump-forward", args->dump_forward,
+                   "OBS OUT: the network's outputs for the observations in OBS (safetensors: "
+                   "\"obs\" [T, K, obs...], optional \"episode_start\" [T, K]) written to OUT, "
+                   "through the actors' policy; no episodes run")
+      ->expected(2);
+  command
+      ->add_option("--fast-path", args->fast_path,
+                   "with --dump-forward: auto or off (default: the run's model.fast_path)")
+      ->check(CLI::IsMember({"auto", "off"}));
   return {command, [args] { run_eval(*args); }};
 }
 

@@ -92,6 +92,7 @@ int run_command_line(const std::vector<std::string>& args, bool top) {
   const std::vector<pronghorn::cli::Command> commands = {
       pronghorn::cli::add_train_command(app),
       pronghorn::cli::add_eval_command(app),
+      pronghorn::cli::add_export_command(app),
       pronghorn::cli::add_status_command(app),
       pronghorn::cli::add_scale_command(app),
       pronghorn::cli::add_checkpoint_command(app),

@@ -1,0 +1,68 @@
+#include "tools/run_policy.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "envs/env.h"
+#include "learner/checkpoint_model.h"
+
+namespace pronghorn::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The checkpoint file `path` names: itself, or a run directory's best, else newest.
+std::string checkpoint_of(const std::string& path) {
+  if (!fs::is_directory(path)) return path;
+  const std::string folder = (fs::path(path) / "checkpoints").string();
+  const std::string best = folder + "/" + learner::kBestCheckpointName;
+  std::string why;
+  if (fs::is_regular_file(best) && learner::read_checkpoint(best, &why)) return best;
+  std::string newest;
+  if (!learner::load_newest_checkpoint(folder, &newest)) {
+    throw UsageError(
+        fmt::format("{}: no valid checkpoint in {} (a run directory holds them in "
+                    "checkpoints/)",
+                    path, folder));
+  }
+  return newest;
+}
+
+}  // namespace
+
+ModelOfConfig policy_for(const Config& config) {
+  EnvConfig one_env = config.env;  // for the spec alone
+  one_env.num_envs = 1;
+  const EnvSpec spec = envs::make_env(one_env, 0)->spec();
+  return {spec, PolicyNet(model_spec_for(spec, config.model))};
+}
+
+void load_parameters(PolicyNet& model, const learner::Checkpoint& ckpt, const std::string& file,
+                     const std::string& config_path) {
+  const std::string unfit = learner::parameters_unfit(ckpt, learner::parameter_layout(*model));
+  PRONGHORN_CHECK(unfit.empty(), "checkpoint ", file, " does not fit the model of ", config_path,
+                  ": ", unfit);
+  model->read_flat(ckpt.parameters.data());
+}
+
+RunPolicy load_run_policy(const std::string& path, const char* command) {
+  if (std::error_code ec; !fs::exists(path, ec)) {  // a path the user named: usage
+    throw UsageError(
+        fmt::format("{}: {}: no such run directory or checkpoint file", command, path));
+  }
+  RunPolicy out;
+  out.checkpoint = checkpoint_of(path);
+  out.ckpt = learner::load_checkpoint(out.checkpoint);
+  const fs::path run_dir = fs::path(out.checkpoint).parent_path().parent_path();
+  out.config_path = (run_dir / "config.toml").string();
+  out.config = load_config(out.config_path, {});
+  auto [spec, model] = policy_for(out.config);
+  out.spec = spec;
+  out.model = model;
+  load_parameters(out.model, out.ckpt, out.checkpoint, out.config_path);
+  return out;
+}
+
+}  // namespace pronghorn::cli
