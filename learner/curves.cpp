@@ -117,6 +117,12 @@ std::string panel(const Curves& c, double (*x_of)(const CurvePoint&), const std:
   };
   polyline(c.train, "train", kTrainColour);
   polyline(c.eval, "eval", kEvalColour);
+  // Each evaluation a marker of its own: a line needs two evaluations to
+  // show, and a run that solves at once has one.
+  for (const CurvePoint& p : c.eval) {
+    out += fmt::format(R"(<circle class="eval-point" cx="{:.1f}" cy="{:.1f}" r="3.5" fill="{}"/>)",
+                       sx(x_of(p)), sy(p.return_mean), kEvalColour);
+  }
   return out;
 }
 
@@ -131,7 +137,10 @@ std::string legend(const Curves& c, double width) {
     x += 30 + 6.2 * static_cast<double>(text.size());
   };
   item(kTrainColour, "none", "training (last 100 episodes)");
-  if (!c.eval.empty()) item(kEvalColour, "none", "evaluation");
+  if (!c.eval.empty()) {
+    out += fmt::format(R"(<circle cx="{:.1f}" cy="30" r="3.5" fill="{}"/>)", x + 9, kEvalColour);
+    item(kEvalColour, "none", "evaluation");
+  }
   if (c.target != 0) item(kTargetColour, "6 4", fmt::format("target {:g}", c.target));
   return out;
 }

@@ -139,6 +139,8 @@ TEST(CurvesTest, TheSvgHasLabelsTicksTargetAndBothCurvesOfTheWholeRun) {
   ASSERT_EQ(eval.size(), 2u);
   EXPECT_EQ(std::count(train[0].begin(), train[0].end(), ','), 13);
   EXPECT_EQ(std::count(eval[0].begin(), eval[0].end(), ','), 6);
+  EXPECT_EQ(all(svg, R"re(<circle (class="eval-point"))re").size(), 2u * 6u)
+      << "a marker per evaluation in each panel: one evaluation alone shows too";
   EXPECT_NE(svg.find(">evaluation<"), std::string::npos);
   EXPECT_NE(svg.find(">target -200<"), std::string::npos);
   std::filesystem::remove_all(dir);
@@ -154,6 +156,7 @@ TEST(CurvesTest, WithoutEvaluationOrTargetOnlyTheTrainingCurveIsDrawn) {
   const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(svg.find("class=\"train\""), std::string::npos);
   EXPECT_EQ(svg.find("class=\"eval\""), std::string::npos);
+  EXPECT_EQ(svg.find("class=\"eval-point\""), std::string::npos);
   EXPECT_EQ(svg.find("class=\"target\""), std::string::npos);
   std::remove(path.c_str());
 }

@@ -73,6 +73,14 @@ void Reporter::report(const v1::Status& status, const RunStats& stats, double el
   } else {
     tensorboard_lost_ = false;
   }
+  // An evaluation's point once, at the step it was measured.
+  if (status.eval_env_steps() != evaluation_written_at_) {
+    const std::vector<Scalar> evaluation = evaluation_scalars(status);
+    const auto at = static_cast<int64_t>(status.eval_env_steps());
+    if (!evaluation.empty() && tensorboard_.write(at, unix_seconds(), evaluation)) {
+      evaluation_written_at_ = status.eval_env_steps();
+    }
+  }
   curves_.add_line(line);  // the picture has the points a lost line would have had
   if (!curves_.curves().train.empty() || !curves_.curves().eval.empty()) {
     write_curves_svg(run_dir_ + "/curves.svg", title_, curves_.curves());

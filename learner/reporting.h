@@ -1,6 +1,7 @@
 // Where a learner's periodic report goes: one line of metrics.jsonl (the
-// Status as JSON), the same numbers as one TensorBoard event in
-// tb/events.out.tfevents.* (learner/tensorboard_writer.h), the return curves
+// Status as JSON), its curves as one TensorBoard event in
+// tb/events.out.tfevents.* (learner/tensorboard_writer.h) and each new
+// evaluation as one more, at the step it was measured; the return curves
 // in curves.svg (the whole run: a resumed run's earlier lines are read back),
 // and the progress line on stderr (core/logging.h: in place on a terminal,
 // a plain line per report elsewhere). A full disk loses lines, never the job.
@@ -34,7 +35,8 @@ class Reporter {
   std::ofstream metrics_;
   bool metrics_lost_ = false;  // the last write failed
   TensorBoardWriter tensorboard_;
-  bool tensorboard_lost_ = false;  // the last event could not be written
+  bool tensorboard_lost_ = false;       // the last event could not be written
+  uint64_t evaluation_written_at_ = 0;  // eval_env_steps of the last evaluation written
   CurveHistory curves_;
   // The ETA's rate: env steps since this learner's first report.
   bool have_first_ = false;

@@ -1,5 +1,6 @@
 // The learner's reports (docs/architecture.md §4): every
-// run.report_interval_s, also while no batch comes, the rates over the
+// run.report_interval_s (sooner while the run is young: a tenth of its age,
+// at least kFirstReportS), also while no batch comes, the rates over the
 // interval and the health line are measured, and the status the loop builds
 // is written (learner/reporting.h: metrics.jsonl, TensorBoard, curves, the
 // progress line). Holds what a status says of the run itself: its identity,
@@ -18,6 +19,9 @@
 #include "learner/run_status.h"
 
 namespace pronghorn::learner {
+
+// The shortest time between two reports of a young run.
+inline constexpr double kFirstReportS = 0.1;
 
 class RunReports {
  public:

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <system_error>
 #include <utility>
 
@@ -44,48 +45,93 @@ std::string host_or_localhost() {
   return name.empty() ? "localhost" : name;
 }
 
+// The group of a top-level Status field on TensorBoard's page; nullptr: not
+// a curve of its own (a constant of the run, or an evaluation's figure,
+// written once per evaluation by evaluation_scalars()). A field added later
+// lands in system/ until it is placed here.
+const char* group_of(const std::string& field) {
+  static const std::map<std::string, const char*, std::less<>> kGroups = {
+      {"sps", "train"},
+      {"learner_steps", "train"},
+      {"policy_version", "train"},
+      {"episodes", "train"},
+      {"episode_return", "train"},
+      {"loss", "train"},
+      {"grad_norm", "train"},
+      {"episode_length_mean", "train"},
+      {"learner_steps_per_s", "train"},
+      {"learning_rate", "train"},
+      {"optimizer_steps", "train"},
+      {"local_env_steps", "cluster"},
+      {"allreduce_s", "cluster"},
+      {"ranks", "cluster"},
+      {"remote_nodes", "cluster"},
+      // Constants and the x axis: in metrics.jsonl, not curves.
+      {"env_steps", nullptr},
+      {"ring_slots", nullptr},
+      {"last_checkpoint_unix_s", nullptr},
+      {"metrics_port", nullptr},
+      {"rank", nullptr},
+      {"world_size", nullptr},
+      {"total_steps", nullptr},
+      {"target_return", nullptr},
+      {"eval_return_mean", nullptr},
+      {"eval_return_std", nullptr},
+      {"eval_episodes", nullptr},
+      {"eval_env_steps", nullptr}};
+  const auto it = kGroups.find(field);
+  return it == kGroups.end() ? "system" : it->second;
+}
+
+void append_scalars(std::vector<Scalar>& out, const Message& m, const std::string& prefix);
+
+// The numbers of field `f` of `m`, tagged `prefix` + its name; rows of a
+// repeated field by index.
+void append_field(std::vector<Scalar>& out, const Message& m, const FieldDescriptor* f,
+                  const std::string& prefix) {
+  const auto* reflection = m.GetReflection();
+  const std::string tag = prefix + f->name();
+  if (f->is_repeated()) {  // messages only (Status.ranks, remote_nodes)
+    for (int k = 0; k < reflection->FieldSize(m, f); ++k) {
+      append_scalars(out, reflection->GetRepeatedMessage(m, f, k), fmt::format("{}/{}/", tag, k));
+    }
+    return;
+  }
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      append_scalars(out, reflection->GetMessage(m, f), tag + "/");
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      out.push_back({tag, static_cast<double>(reflection->GetUInt64(m, f))});
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      out.push_back({tag, static_cast<double>(reflection->GetUInt32(m, f))});
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      out.push_back({tag, static_cast<double>(reflection->GetInt64(m, f))});
+      break;
+    case FieldDescriptor::CPPTYPE_INT32:
+      out.push_back({tag, static_cast<double>(reflection->GetInt32(m, f))});
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      // NaN is "none yet" (null in metrics.jsonl): no point, rather than a
+      // NaN on the curve.
+      if (std::isfinite(reflection->GetDouble(m, f))) {
+        out.push_back({tag, reflection->GetDouble(m, f)});
+      }
+      break;
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      out.push_back({tag, reflection->GetFloat(m, f)});
+      break;
+    default:
+      break;  // strings and booleans: states and names, not curves
+  }
+}
+
 void append_scalars(std::vector<Scalar>& out, const Message& m, const std::string& prefix) {
   const auto* descriptor = m.GetDescriptor();
-  const auto* reflection = m.GetReflection();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const FieldDescriptor* f = descriptor->field(i);
-    const std::string tag = prefix + f->name();
-    if (f->is_repeated()) {  // messages only (Status.ranks, remote_nodes)
-      for (int k = 0; k < reflection->FieldSize(m, f); ++k) {
-        append_scalars(out, reflection->GetRepeatedMessage(m, f, k), fmt::format("{}/{}/", tag, k));
-      }
-      continue;
-    }
-    switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_MESSAGE:
-        append_scalars(out, reflection->GetMessage(m, f), tag + "/");
-        break;
-      case FieldDescriptor::CPPTYPE_UINT64:
-        out.push_back({tag, static_cast<double>(reflection->GetUInt64(m, f))});
-        break;
-      case FieldDescriptor::CPPTYPE_UINT32:
-        out.push_back({tag, static_cast<double>(reflection->GetUInt32(m, f))});
-        break;
-      case FieldDescriptor::CPPTYPE_INT64:
-        out.push_back({tag, static_cast<double>(reflection->GetInt64(m, f))});
-        break;
-      case FieldDescriptor::CPPTYPE_INT32:
-        out.push_back({tag, static_cast<double>(reflection->GetInt32(m, f))});
-        break;
-      case FieldDescriptor::CPPTYPE_DOUBLE:
-        // NaN is "none yet" (eval_return_mean before the first evaluation,
-        // null in metrics.jsonl): no point, rather than a NaN on the curve.
-        if (std::isfinite(reflection->GetDouble(m, f))) {
-          out.push_back({tag, reflection->GetDouble(m, f)});
-        }
-        break;
-      case FieldDescriptor::CPPTYPE_FLOAT:
-        out.push_back({tag, reflection->GetFloat(m, f)});
-        break;
-      default:
-        break;  // strings and booleans: states and names, not curves
-    }
-  }
+  for (int i = 0; i < descriptor->field_count(); ++i)
+    append_field(out, m, descriptor->field(i), prefix);
 }
 
 }  // namespace
@@ -110,8 +156,23 @@ std::string tfrecord(std::string_view payload) {
 
 std::vector<Scalar> status_scalars(const v1::Status& status) {
   std::vector<Scalar> out;
-  append_scalars(out, status, "");
+  // A lone learner has no cluster to plot.
+  const bool cluster = status.world_size() > 1 || status.remote_nodes_size() > 0;
+  const auto* descriptor = status.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* f = descriptor->field(i);
+    const char* group = group_of(f->name());
+    if (group == nullptr || (!cluster && std::string_view(group) == "cluster")) continue;
+    append_field(out, status, f, std::string(group) + "/");
+  }
   return out;
+}
+
+std::vector<Scalar> evaluation_scalars(const v1::Status& status) {
+  if (status.eval_episodes() == 0 || !std::isfinite(status.eval_return_mean())) return {};
+  return {{"eval/return_mean", status.eval_return_mean()},
+          {"eval/return_std", status.eval_return_std()},
+          {"eval/episodes", static_cast<double>(status.eval_episodes())}};
 }
 
 TensorBoardWriter::TensorBoardWriter(std::string dir, double wall_time)

@@ -40,12 +40,24 @@ struct Scalar {
   double value;     // stored as a float (Summary.Value.simple_value)
 };
 
-// Every number of `status`, one Scalar each, named after its metrics.jsonl
-// key with '/' where that key joins a nested message with '_'
-// (`loss_entropy` → `loss/entropy`, `episode_return_mean` →
-// `episode_return/mean`, so TensorBoard groups them); rows of a repeated
-// field by index (`ranks/1/sps`). Strings and booleans are not scalars.
+// The numbers of `status` that are curves, one Scalar each, in four groups
+// TensorBoard shows as sections: train/ (returns, losses, rates, learning
+// rate), system/ (uptime, the ring, actors, stage times), cluster/ (the
+// all-reduce, the ranks' and remote nodes' rows; only with several ranks or
+// remote nodes), and eval/ (evaluation_scalars). Each tag is the group, then
+// the metrics.jsonl key with '/' where that key joins a nested message with
+// '_' (`loss_entropy` → `train/loss/entropy`, `stage_time_actor_env_s` →
+// `system/stage_time/actor_env_s`); rows of a repeated field by index
+// (`cluster/ranks/1/sps`). Left out: strings and booleans, constants of the
+// run (total_steps, ring_slots, …), the x axis (env_steps), and the
+// evaluation's figures, which change once per evaluation.
 std::vector<Scalar> status_scalars(const v1::Status& status);
+
+// The newest evaluation's return mean and std and its episode count
+// (eval/return_mean, eval/return_std, eval/episodes), or none before the
+// first. Written once per evaluation at the env steps it was measured at
+// (eval_env_steps), so the curve has one point per evaluation.
+std::vector<Scalar> evaluation_scalars(const v1::Status& status);
 
 class TensorBoardWriter {
  public:

@@ -228,40 +228,64 @@ TEST(TensorBoardWriterTest, AFullDiskLeavesNoTornRecord) {
   fs::remove_all(dir);
 }
 
-TEST(StatusScalarsTest, TagsAreTheMetricsJsonlKeysWithSlashes) {
+TEST(StatusScalarsTest, TagsAreTheMetricsJsonlKeysInFourGroups) {
   v1::Status s;
   s.set_run_name("r");
   s.set_env_steps(123456);
+  s.set_total_steps(1000000);
   s.set_stopping(true);
   s.set_learning_rate(3e-4);
   s.mutable_loss()->set_entropy(0.69);
   s.mutable_episode_return()->set_mean(-20.5);
   s.mutable_stage_time()->set_learner_wait_s(1.5);
+  s.set_allreduce_s(0.25);
+  s.set_eval_return_mean(std::nan(""));
+  auto tags = [](const v1::Status& status) {
+    std::map<std::string, double> by_tag;
+    for (const Scalar& x : status_scalars(status)) {
+      EXPECT_TRUE(by_tag.emplace(x.tag, x.value).second) << "duplicate " << x.tag;
+    }
+    return by_tag;
+  };
+  std::map<std::string, double> by_tag = tags(s);
+  EXPECT_EQ(by_tag.at("train/learning_rate"), 3e-4);
+  EXPECT_EQ(by_tag.at("train/loss/entropy"), 0.69);
+  EXPECT_EQ(by_tag.at("train/episode_return/mean"), -20.5);
+  EXPECT_EQ(by_tag.at("system/stage_time/learner_wait_s"), 1.5);
+  EXPECT_EQ(by_tag.count("cluster/allreduce_s"), 0u) << "one rank: no cluster to plot";
+  EXPECT_EQ(by_tag.count("train/env_steps"), 0u) << "the x axis";
+  EXPECT_EQ(by_tag.count("system/total_steps"), 0u) << "a constant of the run";
+  for (const auto& [tag, value] : by_tag) {
+    EXPECT_EQ(tag.find("eval"), std::string::npos) << tag << ": evaluations have their own events";
+  }
+
+  s.set_world_size(2);
   s.add_ranks()->set_sps(10);
   s.add_ranks()->set_sps(20);
-  s.set_eval_return_mean(std::nan(""));
-  std::map<std::string, double> by_tag;
-  for (const Scalar& x : status_scalars(s)) {
-    EXPECT_TRUE(by_tag.emplace(x.tag, x.value).second) << "duplicate " << x.tag;
-  }
-  EXPECT_EQ(by_tag.at("env_steps"), 123456);
-  EXPECT_EQ(by_tag.at("learning_rate"), 3e-4);
-  EXPECT_EQ(by_tag.at("loss/entropy"), 0.69);
-  EXPECT_EQ(by_tag.at("episode_return/mean"), -20.5);
-  EXPECT_EQ(by_tag.at("stage_time/learner_wait_s"), 1.5);
-  EXPECT_EQ(by_tag.at("ranks/1/sps"), 20);
-  EXPECT_EQ(by_tag.count("run_name"), 0u);  // strings and booleans are no curves
-  EXPECT_EQ(by_tag.count("stopping"), 0u);
-  EXPECT_EQ(by_tag.count("eval_return_mean"), 0u) << "NaN before the first evaluation: no point";
-  EXPECT_EQ(by_tag.at("eval_episodes"), 0);
-  // Every tag outside the repeated rows names a key of the metrics.jsonl line.
+  by_tag = tags(s);
+  EXPECT_EQ(by_tag.at("cluster/allreduce_s"), 0.25);
+  EXPECT_EQ(by_tag.at("cluster/ranks/1/sps"), 20);
+  // Every tag lies under one of the four groups, and past its group (and
+  // outside the repeated rows) names a key of the metrics.jsonl line.
   const std::string json = status_json(s);
   for (const auto& [tag, value] : by_tag) {
-    if (tag.rfind("ranks/", 0) == 0) continue;
-    std::string key = tag;
+    const std::string group = tag.substr(0, tag.find('/'));
+    EXPECT_TRUE(group == "train" || group == "system" || group == "cluster") << tag;
+    if (tag.rfind("cluster/ranks/", 0) == 0) continue;
+    std::string key = tag.substr(group.size() + 1);
     std::replace(key.begin(), key.end(), '/', '_');
     EXPECT_NE(json.find("\"" + key + "\": "), std::string::npos) << key;
   }
+
+  EXPECT_TRUE(evaluation_scalars(s).empty()) << "no evaluation yet";
+  s.set_eval_return_mean(480);
+  s.set_eval_return_std(3);
+  s.set_eval_episodes(10);
+  const std::vector<Scalar> evaluation = evaluation_scalars(s);
+  ASSERT_EQ(evaluation.size(), 3u);
+  EXPECT_EQ(evaluation[0].tag, "eval/return_mean");
+  EXPECT_EQ(evaluation[0].value, 480);
+  EXPECT_EQ(evaluation[2].tag, "eval/episodes");
 }
 
 }  // namespace

@@ -63,6 +63,24 @@ TEST(ControlTest, StatusShowsStateAndProgressAndWatchEndsWithHowTheJobEnded) {
                        R"(run.total_steps at \d+ env steps, mean return \d+\.\d\d\n)"
                        R"(exit 0 stopped after \S+ s and \d+ env steps, mean return .*\n)")))
       << tail;
+
+  // The run directory of the ended job answers for itself: how it ended and
+  // its last report, exit 0, though no learner is there to ask.
+  std::tie(code, out) = shell(std::string(PRONGHORN_BIN) + " status --run-dir " + job.dir);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_TRUE(std::regex_search(
+      out, m,
+      std::regex(R"(\nstate          ended, exit 0: stopped after \S+ s and \d+ env steps)")))
+      << out;
+  EXPECT_TRUE(std::regex_search(
+      out, m, std::regex(R"(\nlast report    \d+ env steps, \d+ learner steps, after \d+ s\n)")))
+      << out;
+  std::tie(code, out) = shell(std::string(PRONGHORN_BIN) + " status --json --run-dir " + job.dir);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find(R"("state": "ended", "exit_code": 0, "exit_reason": "stopped after )"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(R"("last_metrics": {"run_name": )"), std::string::npos) << out;
 }
 
 // Actors that keep dying: `status` says so on a health line (and the

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -180,6 +181,46 @@ TEST(TrainOutputTest, OnATerminalLogLinesNeverGlueOntoTheProgressLine) {
   EXPECT_GE(scaled, 3) << screen;
   EXPECT_GE(logs, 5) << screen;
   EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
+// Plots a person reads: a run of a few seconds at the default report
+// interval draws a curve of at least 10 training points (reports come
+// sooner while a run is young), and each evaluation is a marker of its own.
+TEST(TrainOutputTest, AFewSecondsOfTrainingDrawACurveWithAMarkerPerEvaluation) {
+  TrainRun run;
+  // Stopped by SIGINT after 4 s: the job ends as on Ctrl-C.
+  auto [code, out] = shell("timeout --preserve-status -s INT 4 " + std::string(PRONGHORN_BIN) +
+                           " train --set server.address=127.0.0.1:0 --set server.metrics_port=0"
+                           " --set run.target_return=10000 --set run.total_steps=1000000000000"
+                           " --set run.eval_interval_s=1 --set run.eval_episodes=2 --run-dir " +
+                           run.dir + " --set run.name=" + run.name);
+  ASSERT_EQ(code, 0) << out;
+  int train_points = 0;
+  double uptime = 0;
+  std::set<std::string> evaluations;
+  for (const std::string& line : lines_of(slurp(run.dir + "/metrics.jsonl"))) {
+    uptime = std::stod(line.substr(line.find("\"uptime_s\": ") + 12));
+    if (line.find("\"episode_return_count\": 0,") == std::string::npos) ++train_points;
+    std::smatch m;
+    if (std::regex_search(line, m,
+                          std::regex(R"("eval_episodes": [1-9]\d*, "eval_env_steps": (\d+))")))
+      evaluations.insert(m[1]);
+  }
+  EXPECT_GE(uptime, 3.0) << "the run lasted 4 s";
+  EXPECT_GE(train_points, 10);
+  ASSERT_GE(evaluations.size(), 1u);
+  const std::string svg = slurp(run.dir + "/curves.svg");
+  std::smatch train;
+  ASSERT_TRUE(
+      std::regex_search(svg, train, std::regex(R"re(class="train"[^>]*points="([^"]*)")re")))
+      << svg;
+  const std::string xy = train[1];
+  EXPECT_GE(std::count(xy.begin(), xy.end(), ','), 10) << svg;
+  size_t markers = 0;
+  for (size_t at = svg.find("class=\"eval-point\""); at != std::string::npos;
+       at = svg.find("class=\"eval-point\"", at + 1))
+    ++markers;
+  EXPECT_EQ(markers, 2 * evaluations.size()) << "one per evaluation in each panel\n" << svg;
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // `pronghorn status [--json] [--watch]`: the running job's status as a
 // readable table, as JSON (the same keys as metrics.jsonl), or live; a watch
-// ends saying when and how the job ended (its exit_status line).
+// ends saying when and how the job ended (its exit_status line). With
+// --run-dir of a job that has ended, how it ended: its exit_status line and
+// its last metrics.jsonl line, without asking any learner.
 #include <fmt/format.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +13,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -16,6 +21,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "proto/json_string.h"
 #include "proto/status_json.h"
 #include "tools/cli.h"
 #include "tools/control_client.h"
@@ -222,6 +228,70 @@ void watch(ControlClient& client, const StatusArgs& args) {
       << std::endl;
 }
 
+// The last line of `dir`/metrics.jsonl, "" when there is none.
+std::string last_metrics_line(const std::string& dir) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// How the job of run directory `dir` ended, from its exit_status line and
+// its last report, when it has ended (a starting job removes the line);
+// false when there is no exit_status line. The reply as `status` would give
+// it: a table, or one JSON object with --json.
+bool print_ended_run(const std::string& dir, bool json) {
+  const std::string exit = read_exit_record(dir);
+  if (exit.empty()) return false;
+  const size_t space = exit.find(' ');
+  const std::string code = exit.substr(0, space);
+  const std::string reason = space == std::string::npos ? "" : exit.substr(space + 1);
+  const std::string metrics = last_metrics_line(dir);
+  google::protobuf::Struct last;
+  const bool parsed =
+      !metrics.empty() && google::protobuf::util::JsonStringToMessage(metrics, &last).ok();
+  if (json) {
+    std::cout << fmt::format(
+        "{{\"run_dir\": {}, \"state\": \"ended\", \"exit_code\": {}, \"exit_reason\": {}, "
+        "\"last_metrics\": {}}}\n",
+        json_string(dir), std::all_of(code.begin(), code.end(), ::isdigit) ? code : "null",
+        json_string(reason), parsed ? metrics : "null");
+    return true;
+  }
+  auto number = [&](const char* key) {
+    const auto it = last.fields().find(key);
+    return it == last.fields().end() ? std::nan("") : it->second.number_value();
+  };
+  auto text = [&](const char* key) {
+    const auto it = last.fields().find(key);
+    return it == last.fields().end() ? std::string() : it->second.string_value();
+  };
+  auto row = [](const char* name, const std::string& value) {
+    std::cout << fmt::format("{:<15}{}\n", name, value);
+  };
+  row("run", fmt::format("{}  ({})", parsed ? text("run_name") : "?", dir));
+  row("state", fmt::format("ended, exit {}: {}", code, reason));
+  if (!parsed) {
+    row("last report", "none in " + dir + "/metrics.jsonl");
+    return true;
+  }
+  row("last report",
+      fmt::format("{:.0f} env steps, {:.0f} learner steps, after {}", number("env_steps"),
+                  number("learner_steps"), duration_text(number("uptime_s"))));
+  if (number("episode_return_count") > 0) {
+    row("return", fmt::format("mean {:.2f} over the last {:.0f} episodes",
+                              number("episode_return_mean"), number("episode_return_count")));
+  }
+  if (number("eval_episodes") > 0) {
+    row("evaluation",
+        fmt::format("mean {:.2f} over {:.0f} greedy episodes at {:.0f} env steps",
+                    number("eval_return_mean"), number("eval_episodes"), number("eval_env_steps")));
+  }
+  return true;
+}
+
 }  // namespace
 
 Command add_status_command(CLI::App& app) {
@@ -234,6 +304,10 @@ Command add_status_command(CLI::App& app) {
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
   return {command, [args] {
+            // A run directory whose job has ended answers for itself.
+            if (!args->control.run_dir.empty() && args->control.target.empty() &&
+                print_ended_run(args->control.run_dir, args->json))
+              return;
             ControlClient client(args->control);
             if (!args->watch) return print(client.status(), *args);
             watch(client, *args);
