@@ -48,9 +48,10 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
   Evaluation e;
   // Each env gives only its first episode of a round (taking whichever
   // episodes end first would favour the short ones).
-  const ActingLoop::EpisodeEnd count = [&](int64_t env, double episode_return, int32_t) {
+  const ActingLoop::EpisodeEnd count = [&](int64_t env, double episode_return, int32_t length) {
     if (counted[env]) return;
     e.returns.push_back(episode_return);
+    e.lengths.push_back(length);
     counted[env] = 1;
     ++counted_this_round;
   };
@@ -72,7 +73,10 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
       acting.reset(obs.data());
     }
   }
-  if (static_cast<int64_t>(e.returns.size()) > episodes) e.returns.resize(episodes);
+  if (static_cast<int64_t>(e.returns.size()) > episodes) {
+    e.returns.resize(episodes);
+    e.lengths.resize(episodes);
+  }
   summarise(e);
   return e;
 }

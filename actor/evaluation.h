@@ -25,6 +25,8 @@ namespace pronghorn::actor {
 
 struct Evaluation {
   std::vector<double> returns;                 // one per episode, in the order they ended
+  std::vector<int32_t> lengths;                // their lengths in env steps (not sent by the
+                                               // evaluation process)
   double mean = 0, std = 0, min = 0, max = 0;  // of returns (std: population)
   uint64_t env_steps = 0;                      // stepped, all K envs counted
   bool cancelled = false;                      // `cancel` was set: returns are partial

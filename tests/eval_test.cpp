@@ -177,4 +177,52 @@ TEST(EvalTest, EvalOfADirectoryWithoutCheckpointsIsOneClearError) {
       << out;
 }
 
+// `eval --video` records a pixel env's episodes through ffmpeg: ffprobe
+// decodes the file and counts one frame per env step, the steps
+// --episodes-out lists episode by episode; an env without frames is one
+// clear line, exit 2.
+TEST(EvalTest, VideoOfPongHasAFramePerStepOfTheEpisodesItLists) {
+  EvalRun run;
+  const auto [trained, log] =
+      train(run, "-c " + std::string(PRONGHORN_SOURCE_DIR) +
+                     "/configs/pong.toml --set run.total_steps=50000 --set actor.count=1");
+  ASSERT_EQ(trained, 0) << log;
+  const std::string video = run.dir + "/play.mp4", episodes = run.dir + "/episodes.jsonl";
+  const auto [code, out] = shell(bin() + " eval " + run.dir + " --episodes 2 --video " + video +
+                                 " --episodes-out " + episodes);
+  ASSERT_EQ(code, 0) << out;
+  int64_t steps = 0;
+  const std::vector<std::string> lines = lines_of(slurp(episodes));
+  ASSERT_EQ(lines.size(), 2u) << slurp(episodes);
+  for (const std::string& line : lines) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(
+        line, m, std::regex(R"(\{"episode": \d, "return": -?[\d.e+-]+, "length": (\d+)\})")))
+        << line;
+    steps += std::stoll(m[1]);
+  }
+  const auto [probed, probe] = shell(
+      "ffprobe -v error -count_frames -select_streams v:0 -show_entries "
+      "stream=nb_read_frames,width,height,codec_name -of default=nw=1 " +
+      video);
+  ASSERT_EQ(probed, 0) << probe << " (tools/setup-deps installs ffmpeg)";
+  EXPECT_NE(probe.find("codec_name=h264\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("width=256\nheight=256\n"), std::string::npos)
+      << "32 × 32 frames scaled 8 times\n"
+      << probe;
+  EXPECT_NE(probe.find("nb_read_frames=" + std::to_string(steps) + "\n"), std::string::npos)
+      << probe << "\nsteps: " << steps;
+  EXPECT_NE(out.find("video of " + std::to_string(steps) + " env steps: " + video),
+            std::string::npos)
+      << out;
+
+  EvalRun cartpole;
+  ASSERT_EQ(train(cartpole, "--set run.total_steps=20000").first, 0);
+  const auto [refused, why] = shell(bin() + " eval " + cartpole.dir + " --video " + video + "2");
+  EXPECT_EQ(refused, 2) << why;
+  EXPECT_EQ(lines_of(why).size(), 1u) << why;
+  EXPECT_NE(why.find("env cartpole has obs float32[4]"), std::string::npos) << why;
+  EXPECT_FALSE(fs::exists(video + "2"));
+}
+
 }  // namespace

@@ -6,7 +6,9 @@
 // evaluate_policy default), sampled with --sample. The episodes and the seed
 // default to the run's own evaluation's, whose numbers this reproduces
 // (learner/evaluation.h: the same function). --dump-forward writes the
-// network's outputs for given observations instead (tools/forward_dump.h).
+// network's outputs for given observations instead (tools/forward_dump.h);
+// --video records the episodes (tools/eval_video.h), --episodes-out writes
+// each one's return and length.
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include "actor/evaluation.h"
 #include "buffer/process.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/logging.h"
 #include "envs/env.h"
 #include "fleet/actor_command.h"
@@ -32,6 +35,7 @@
 #include "model/tensor_runtime.h"
 #include "proto/json_string.h"
 #include "tools/cli.h"
+#include "tools/eval_video.h"
 #include "tools/forward_dump.h"
 #include "tools/run_policy.h"
 #include "tools/stop_signal.h"
@@ -51,7 +55,19 @@ struct EvalArgs {
   std::optional<uint64_t> seed;
   std::vector<std::string> dump_forward;  // OBS OUT
   std::string fast_path;                  // "" = the run's model.fast_path
+  std::string video;                      // --video FILE
+  std::string episodes_out;               // --episodes-out FILE.jsonl
 };
+
+// Each episode's return and length, one JSON object per line.
+void write_episodes(const std::string& path, const actor::Evaluation& e) {
+  std::string text;
+  for (size_t i = 0; i < e.returns.size(); ++i) {
+    text += fmt::format("{{\"episode\": {}, \"return\": {}, \"length\": {}}}\n", i, e.returns[i],
+                        i < e.lengths.size() ? e.lengths[i] : 0);
+  }
+  write_file_atomically(path, text);
+}
 
 // Sets `cancel` once `stop` is set or process `parent` (0: none) is gone,
 // looking every 100 ms for as long as it lives.
@@ -137,8 +153,12 @@ void run_eval(const EvalArgs& args) {
       args.seed.value_or(actor::evaluation_seed(static_cast<uint64_t>(config.run.seed)));
   const int64_t episodes = args.episodes.value_or(config.run.eval_episodes);
   torch::manual_seed(seed);
-  const actor::Evaluation e = actor::evaluate_policy(model, config.env, episodes, !args.sample,
-                                                     seed, nullptr, config.model.fast_path);
+  const actor::Evaluation e =
+      args.video.empty() ? actor::evaluate_policy(model, config.env, episodes, !args.sample, seed,
+                                                  nullptr, config.model.fast_path)
+                         : record_episodes(model, config.env, episodes, !args.sample, seed,
+                                           config.model.fast_path, args.video);
+  if (!args.episodes_out.empty()) write_episodes(args.episodes_out, e);
   const char* policy = args.sample ? "sampled" : "greedy";
   if (args.json) {
     std::cout << fmt::format(
@@ -153,6 +173,8 @@ void run_eval(const EvalArgs& args) {
       "eval {} ({} policy, env {}, {} episodes): return mean {:.2f}, std {:.2f}, min {:.2f}, "
       "max {:.2f}\n",
       file, policy, spec.name, e.returns.size(), e.mean, e.std, e.min, e.max);
+  if (!args.video.empty())
+    std::cout << fmt::format("video of {} env steps: {}\n", e.env_steps, args.video);
 }
 
 }  // namespace
@@ -179,6 +201,12 @@ Command add_eval_command(CLI::App& app) {
                    "\"obs\" [T, K, obs...], optional \"episode_start\" [T, K]) written to OUT, "
                    "through the actors' policy; no episodes run")
       ->expected(2);
+  command->add_option("--video", args->video,
+                      "record the episodes, one after another on one env, to this file through "
+                      "ffmpeg (.mp4: H.264); pixel envs");
+  command->add_option("--episodes-out", args->episodes_out,
+                      "write each episode's return and length to this file, one JSON object a "
+                      "line");
   command
       ->add_option("--fast-path", args->fast_path,
                    "with --dump-forward: auto or off (default: the run's model.fast_path)")
