@@ -46,6 +46,7 @@ class ActingLoop {
              uint64_t sampling_seed);
 
   const EnvSpec& spec() const { return env_->spec(); }
+  envs::BatchEnv& env() { return *env_; }
   int64_t num_envs() const { return k_; }
   InferencePolicy& policy() { return policy_; }
 

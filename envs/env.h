@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,16 @@ class BatchEnv {
 
   // How errors name this env: "env cartpole", "env corridor (plugin PATH)".
   virtual std::string label() const;
+
+  // Env 0's picture as it is now, RGB [height, width, 3], for a video
+  // (`pronghorn eval --video`); nothing when the env draws none. Python envs
+  // made to render rgb_array frames draw them; the built-in and plugin envs
+  // draw none (a pixel env's observations are its pictures).
+  struct Frame {
+    int64_t height = 0, width = 0;
+    std::vector<uint8_t> rgb;
+  };
+  virtual std::optional<Frame> frame() { return std::nullopt; }
 
  protected:
   BatchEnv(EnvSpec spec, int64_t num_envs);

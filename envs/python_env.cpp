@@ -73,6 +73,12 @@ PythonEnv::PythonEnv(EnvSpec spec, int64_t num_envs,
 
 PythonEnv::~PythonEnv() = default;
 
+std::optional<BatchEnv::Frame> PythonEnv::frame() {
+  Frame f;
+  workers_.front()->render(PythonWorker::Clock::now() + kStartTimeout, f.height, f.width, f.rgb);
+  return f;
+}
+
 std::string PythonEnv::label() const { return workers_.front()->label(); }
 
 std::vector<pid_t> PythonEnv::worker_pids() const {

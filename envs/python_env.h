@@ -58,6 +58,9 @@ class PythonEnv final : public BatchEnv {
   ~PythonEnv() override;  // the workers exit (PythonWorker's destructor)
 
   std::string label() const override;
+  // Env 0's frame, drawn by its worker (env.options.render_mode =
+  // "rgb_array"), within kStartTimeout. Error when the env draws none.
+  std::optional<Frame> frame() override;
   // The workers' process ids, in env row order.
   std::vector<pid_t> worker_pids() const;
 

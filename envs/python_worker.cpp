@@ -270,6 +270,41 @@ EnvSpec PythonWorker::await_spec(Clock::time_point deadline) {
   return std::move(read.first);
 }
 
+void PythonWorker::render(Clock::time_point deadline, int64_t& height, int64_t& width,
+                          std::vector<uint8_t>& rgb) {
+  send("render");
+  int fd = -1;
+  std::string line;
+  try {
+    line = receive_line(socket_, deadline, &fd, label_ + ": render did not return in time");
+  } catch (const Error&) {
+    if (fd >= 0) close(fd);
+    throw;
+  }
+  struct CloseOnExit {
+    int fd;
+    ~CloseOnExit() {
+      if (fd >= 0) close(fd);
+    }
+  } closer{fd};
+  PRONGHORN_CHECK(!line.starts_with("error "), label_, ": render failed: ", line.substr(6));
+  if (line.empty()) failed("render");
+  std::istringstream in(line);
+  std::string word;
+  PRONGHORN_CHECK((in >> word >> height >> width) && word == "frame" && height >= 1 &&
+                      height <= kMaxFrameSide && width >= 1 && width <= kMaxFrameSide && fd >= 0,
+                  label_, ": render: the env worker said \"", line.substr(0, 80), "\"");
+  rgb.resize(static_cast<size_t>(height * width * 3));
+  size_t done = 0;
+  while (done < rgb.size()) {
+    const ssize_t n = pread(fd, rgb.data() + done, rgb.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    PRONGHORN_CHECK(n > 0, label_, ": render: the frame's memory holds ", done, " of ", rgb.size(),
+                    " bytes");
+    done += static_cast<size_t>(n);
+  }
+}
+
 void PythonWorker::refuse(const std::string& why) {
   throw UsageError(fmt::format("{}: {}", label_, why));
 }

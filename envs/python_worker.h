@@ -8,6 +8,7 @@
 //   worker: "spec {…}" (a TOML inline table) + the memfd (SCM_RIGHTS), or
 //           "error <line>" and exit 2
 //   actor:  "reset" | "step"; worker: "ok" | "error <line>"
+//   actor:  "render"; worker: "frame H W" + a memfd of RGB bytes, or "error <line>"
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "core/env_spec.h"
@@ -32,6 +34,8 @@ class PythonWorker {
   static constexpr std::chrono::microseconds kPollFor{2000};
   // The longest line a worker may send (a spec, a reply).
   static constexpr size_t kMaxLine = size_t{1} << 20;
+  // The widest and tallest frame a worker may draw, in pixels.
+  static constexpr int64_t kMaxFrameSide = 16384;
 
   // Where each field lies in the shared memory, in bytes.
   struct Layout {
@@ -59,6 +63,11 @@ class PythonWorker {
   // plugins; the start check gives one.
   void send(const char* command);
   void await_reply(const char* command, Clock::time_point deadline = Clock::time_point::max());
+
+  // The frame of this worker's first env ("render"), RGB [height, width,
+  // 3], by `deadline`; Error with the worker's line when it draws none.
+  void render(Clock::time_point deadline, int64_t& height, int64_t& width,
+              std::vector<uint8_t>& rgb);
 
   uint8_t* memory(size_t offset) { return memory_ + offset; }
   const Layout& layout() const { return layout_; }

@@ -153,7 +153,10 @@ Safetensors decode_safetensors(const std::string& bytes) {
   const std::string header = bytes.substr(8, length);
   google::protobuf::Struct json;
   const auto status = google::protobuf::util::JsonStringToMessage(header, &json);
-  PRONGHORN_CHECK(status.ok(), "its header is not a JSON object: ", status.ToString());
+  if (!status.ok()) {
+    const std::string why = status.ToString();
+    throw Error("its header is not a JSON object: " + why.substr(0, why.find('\n')));
+  }
   const uint64_t data_at = 8 + length;
   const uint64_t data_size = bytes.size() - data_at;
 
@@ -173,8 +176,9 @@ Safetensors decode_safetensors(const std::string& bytes) {
     entries.push_back(entry_of(name, value));
   }
   // The byte ranges must tile the data exactly, as safetensors' own reader demands.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;  // empty ones first
+  });
   uint64_t expected = 0;
   for (Entry& e : entries) {
     PRONGHORN_CHECK(e.begin == expected, "tensor ", e.tensor.name, " starts at byte ", e.begin,

@@ -216,13 +216,30 @@ TEST(EvalTest, VideoOfPongHasAFramePerStepOfTheEpisodesItLists) {
             std::string::npos)
       << out;
 
+  // An ffmpeg that fails (here a stand-in on PATH that writes a stub file
+  // and exits 1): one line with its message, exit 1, no file left.
+  const std::string fake = run.dir + "/fake-bin";
+  fs::create_directories(fake);
+  {
+    std::ofstream script(fake + "/ffmpeg");
+    script << "#!/bin/sh\nfor a; do last=$a; done\n: > \"${last#file:}\"\n"
+              "echo 'fake ffmpeg: no encoder here' >&2\nexit 1\n";
+  }
+  fs::permissions(fake + "/ffmpeg", fs::perms::owner_all);
+  const std::string broken = run.dir + "/broken.mp4";
+  const auto [failed, failure] =
+      shell("PATH=" + fake + ":$PATH " + bin() + " eval " + run.dir + " --video " + broken);
+  EXPECT_EQ(failed, 1) << failure;
+  EXPECT_EQ(lines_of(failure).size(), 1u) << failure;
+  EXPECT_NE(failure.find("fake ffmpeg: no encoder here"), std::string::npos) << failure;
+  EXPECT_FALSE(fs::exists(broken)) << "a failed video is not left behind";
+
   EvalRun cartpole;
   ASSERT_EQ(train(cartpole, "--set run.total_steps=20000").first, 0);
   const auto [refused, why] = shell(bin() + " eval " + cartpole.dir + " --video " + video + "2");
   EXPECT_EQ(refused, 2) << why;
   EXPECT_EQ(lines_of(why).size(), 1u) << why;
   EXPECT_NE(why.find("env cartpole has obs float32[4]"), std::string::npos) << why;
-  EXPECT_FALSE(fs::exists(video + "2"));
 }
 
 }  // namespace

@@ -117,6 +117,40 @@ TEST_P(GymCartPoleTest, ThePresetSolvesOnEvaluation) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, GymCartPoleTest, ::testing::Values(1, 2, 3, 4, 5));
 
+// `eval --video` of a Gymnasium env records the env's own pictures
+// (render_mode "rgb_array"), 600 × 400 frames through the worker: ffprobe
+// counts one per env step of the episodes --episodes-out lists.
+TEST(PythonEnvJobTest, EvalVideoRecordsTheFramesTheEnvDraws) {
+  PythonJob job;
+  const std::string python = test_python();
+  job.start({"train", "-c", PRONGHORN_SOURCE_DIR "/configs/gym_cartpole.toml", "--run-dir", job.dir,
+             "--set", "run.name=" + job.name, "--set", "env.python=" + python, "--set",
+             "run.total_steps=20000", "--set", "server.address=127.0.0.1:0", "--set",
+             "server.metrics_port=0"});
+  ASSERT_TRUE(job.ended(120s)) << slurp(job.err);
+  ASSERT_EQ(job.status, 0) << slurp(job.err);
+  const std::string video = job.dir + "/play.mp4", episodes = job.dir + "/episodes.jsonl";
+  const auto [code, out] = shell(std::string(PRONGHORN_BIN) + " eval " + job.dir +
+                                 " --episodes 2 --video " + video + " --episodes-out " + episodes);
+  ASSERT_EQ(code, 0) << out;
+  int64_t steps = 0;
+  for (const std::string& line : lines_of(slurp(episodes))) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, std::regex(R"("length": (\d+)\})"))) << line;
+    steps += std::stoll(m[1]);
+  }
+  EXPECT_GT(steps, 0);
+  const auto [probed, probe] = shell(
+      "ffprobe -v error -count_frames -select_streams v:0 -show_entries "
+      "stream=nb_read_frames,width,height -of default=nw=1 " +
+      video);
+  ASSERT_EQ(probed, 0) << probe;
+  EXPECT_NE(probe.find("width=600\nheight=400\n"), std::string::npos) << probe;
+  EXPECT_NE(probe.find("nb_read_frames=" + std::to_string(steps) + "\n"), std::string::npos)
+      << probe << "\nsteps: " << steps;
+  job.expect_nothing_left();
+}
+
 struct StartFault {
   const char* id;
   std::string env_name;

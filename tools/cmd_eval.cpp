@@ -195,22 +195,30 @@ Command add_eval_command(CLI::App& app) {
   command->add_flag("--json", args->json, "print one JSON object");
   command->add_option("--seed", args->seed,
                       "seed of the envs and the sampling (default: the run's evaluation seed)");
-  command
-      ->add_option("--dump-forward", args->dump_forward,
-                   "OBS OUT: the network's outputs for the observations in OBS (safetensors: "
-                   "\"obs\" [T, K, obs...], optional \"episode_start\" [T, K]) written to OUT, "
-                   "through the actors' policy; no episodes run")
-      ->expected(2);
+  CLI::Option* dump =
+      command
+          ->add_option("--dump-forward", args->dump_forward,
+                       "OBS OUT: the network's outputs for the observations in OBS (safetensors: "
+                       "\"obs\" [T, K, obs...], optional \"episode_start\" [T, K]) written to OUT, "
+                       "through the actors' policy; no episodes run")
+          ->expected(2);
   command->add_option("--video", args->video,
                       "record the episodes, one after another on one env, to this file through "
-                      "ffmpeg (.mp4: H.264); pixel envs");
+                      "ffmpeg (.mp4: H.264): a Gymnasium or Python env's own frames, a pixel env's "
+                      "observations");
   command->add_option("--episodes-out", args->episodes_out,
                       "write each episode's return and length to this file, one JSON object a "
                       "line");
   command
       ->add_option("--fast-path", args->fast_path,
                    "with --dump-forward: auto or off (default: the run's model.fast_path)")
-      ->check(CLI::IsMember({"auto", "off"}));
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->needs(dump);
+  // The outputs of given observations, not episodes: the episodes' flags go with no dump.
+  for (const char* flag :
+       {"--video", "--episodes-out", "--sample", "--greedy", "--json", "--episodes", "--seed"}) {
+    dump->excludes(command->get_option(flag));
+  }
   return {command, [args] { run_eval(*args); }};
 }
 

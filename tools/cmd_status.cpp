@@ -256,7 +256,8 @@ bool print_ended_run(const std::string& dir, bool json) {
     std::cout << fmt::format(
         "{{\"run_dir\": {}, \"state\": \"ended\", \"exit_code\": {}, \"exit_reason\": {}, "
         "\"last_metrics\": {}}}\n",
-        json_string(dir), std::all_of(code.begin(), code.end(), ::isdigit) ? code : "null",
+        json_string(dir),
+        !code.empty() && std::all_of(code.begin(), code.end(), ::isdigit) ? code : "null",
         json_string(reason), parsed ? metrics : "null");
     return true;
   }
@@ -277,9 +278,10 @@ bool print_ended_run(const std::string& dir, bool json) {
     row("last report", "none in " + dir + "/metrics.jsonl");
     return true;
   }
+  const double uptime = number("uptime_s");
   row("last report",
       fmt::format("{:.0f} env steps, {:.0f} learner steps, after {}", number("env_steps"),
-                  number("learner_steps"), duration_text(number("uptime_s"))));
+                  number("learner_steps"), std::isfinite(uptime) ? duration_text(uptime) : "?"));
   if (number("episode_return_count") > 0) {
     row("return", fmt::format("mean {:.2f} over the last {:.0f} episodes",
                               number("episode_return_mean"), number("episode_return_count")));

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "actor/acting.h"
 #include "core/error.h"
 #include "envs/env.h"
+#include "envs/python_env.h"
 #include "tools/video_writer.h"
 
 namespace pronghorn::cli {
@@ -36,21 +38,45 @@ actor::Evaluation record_episodes(PolicyNet& model, const EnvConfig& env_config,
                                   const std::string& path) {
   EnvConfig config = env_config;
   config.num_envs = 1;
+  // A Python env draws its own frames when made to (Gymnasium's render_mode).
+  const bool drawn = envs::PythonEnv::names_python_env(config.name);
+  if (drawn) config.options.emplace("render_mode", "\"rgb_array\"");
   torch::InferenceMode inference;
   const auto sampler_seed = static_cast<uint64_t>(
       at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
   actor::ActingLoop acting(envs::make_env(config, seed), model, fast_path, sampler_seed);
   const EnvSpec& spec = acting.spec();
-  if (spec.obs_dtype != Dtype::kUInt8 || spec.obs_shape.size() != 3) {
-    throw UsageError(
-        fmt::format("eval --video: env {} has {}, no frames to record: --video records envs whose "
-                    "observations are uint8 [C, H, W] images (rendering Gymnasium envs is planned)",
-                    spec.name, spec.describe()));
+  const bool pixels = spec.obs_dtype == Dtype::kUInt8 && spec.obs_shape.size() == 3;
+  if (!drawn && !pixels) {
+    throw UsageError(fmt::format(
+        "eval --video: env {} has {}, no frames to record: --video records Gymnasium and "
+        "Python envs that render (rgb_array) and envs whose observations are uint8 [C, H, W] "
+        "images",
+        spec.name, spec.describe()));
   }
-  const int64_t c = spec.obs_shape[0], h = spec.obs_shape[1], w = spec.obs_shape[2];
-  const int scale = static_cast<int>(std::max<int64_t>(1, kVideoSide / std::max(h, w)));
-  VideoWriter video(path, w, h, scale, kFramesPerSecond);
-  std::vector<uint8_t> obs(spec.obs_bytes()), rgb(h * w * 3);
+  std::unique_ptr<VideoWriter> video;  // made at the first frame, whose size it keeps
+  envs::BatchEnv::Frame frame;
+  std::vector<uint8_t> obs(spec.obs_bytes());
+  auto record = [&] {
+    if (drawn) {
+      frame = *acting.env().frame();
+    } else {
+      frame.height = spec.obs_shape[1];
+      frame.width = spec.obs_shape[2];
+      frame.rgb.resize(static_cast<size_t>(frame.height * frame.width * 3));
+      frame_of(obs.data(), spec.obs_shape[0], frame.height, frame.width, frame.rgb.data());
+    }
+    if (!video) {
+      const int scale =
+          static_cast<int>(std::max<int64_t>(1, kVideoSide / std::max(frame.height, frame.width)));
+      video =
+          std::make_unique<VideoWriter>(path, frame.width, frame.height, scale, kFramesPerSecond);
+    }
+    PRONGHORN_CHECK(static_cast<int64_t>(frame.rgb.size()) == video->frame_bytes(),
+                    "eval --video: ", spec.name, " drew a frame of ", frame.height, " × ",
+                    frame.width, " after frames of another size");
+    video->add_frame(frame.rgb.data());
+  };
   float reward = 0;
   uint8_t terminated = 0, truncated = 0;
   int32_t action = 0;
@@ -64,12 +90,11 @@ actor::Evaluation record_episodes(PolicyNet& model, const EnvConfig& env_config,
   const bool discrete = spec.action_kind == ActionKind::kDiscrete;
   acting.reset(obs.data());
   while (static_cast<int64_t>(e.returns.size()) < episodes) {
-    frame_of(obs.data(), c, h, w, rgb.data());
-    video.add_frame(rgb.data());
+    record();
     acting.step(obs.data(), greedy, {.discrete = discrete ? &action : nullptr}, into, ended);
     ++e.env_steps;
   }
-  video.finish();
+  video->finish();
   actor::summarise(e);
   return e;
 }

@@ -1,9 +1,11 @@
 // `pronghorn eval RUN --video FILE`: the policy's episodes on one env, each
-// step's frame sent to a video (tools/video_writer.h). The frames of a pixel
-// env are its observations (uint8 [C, H, W]: one channel as grey, three as
-// RGB, a stack of frames by its last), scaled up with nearest neighbour to
-// about 256 pixels. Envs without frames (vector observations) are refused in
-// words; rendering Gymnasium envs (rgb_array) is planned.
+// step's frame sent to a video (tools/video_writer.h), scaled up with nearest
+// neighbour to about 256 pixels when smaller. The frames of a Gymnasium or
+// Python env are the env's own pictures (made with render_mode =
+// "rgb_array" unless env.options names another); those of a built-in or
+// plugin pixel env its observations (uint8 [C, H, W]: one channel as grey,
+// three as RGB, a stack of frames by its last). Other envs are refused in
+// words.
 #pragma once
 
 #include <cstdint>

@@ -54,9 +54,18 @@ RunPolicy load_run_policy(const std::string& path, const char* command) {
   }
   RunPolicy out;
   out.checkpoint = checkpoint_of(path);
-  out.ckpt = learner::load_checkpoint(out.checkpoint);
-  const fs::path run_dir = fs::path(out.checkpoint).parent_path().parent_path();
+  // The run's config.toml says what the weights are: a checkpoint is read
+  // where its run keeps it.
+  const fs::path folder = fs::absolute(out.checkpoint).parent_path();
+  const fs::path run_dir = folder.parent_path();
   out.config_path = (run_dir / "config.toml").string();
+  if (folder.filename() != "checkpoints" || !fs::is_regular_file(out.config_path)) {
+    throw UsageError(fmt::format(
+        "{}: {}: a checkpoint is read where its run keeps it, in RUN/checkpoints/ beside "
+        "RUN/config.toml (this one lies in {})",
+        command, out.checkpoint, folder.string()));
+  }
+  out.ckpt = learner::load_checkpoint(out.checkpoint);
   out.config = load_config(out.config_path, {});
   auto [spec, model] = policy_for(out.config);
   out.spec = spec;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -34,12 +35,16 @@ VideoWriter::VideoWriter(std::string path, int64_t width, int64_t height, int sc
     : path_(std::move(path)), frame_bytes_(width * height * 3) {
   std::string log_template =
       (std::filesystem::temp_directory_path() / "pronghorn-ffmpeg-XXXXXX").string();
-  const int log = mkstemp(log_template.data());
+  const int log = mkostemp(log_template.data(), O_CLOEXEC);
   PRONGHORN_CHECK(log >= 0,
                   "--video: cannot make a file for ffmpeg's messages: ", std::strerror(errno));
-  log_path_ = log_template;
   int pipe_fds[2];
-  PRONGHORN_CHECK(pipe2(pipe_fds, O_CLOEXEC) == 0, "--video: pipe: ", std::strerror(errno));
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(log);
+    std::remove(log_template.c_str());
+    throw Error(fmt::format("--video: pipe: {}", std::strerror(err)));
+  }
   // Scaled by nearest neighbour, then padded to even sizes (yuv420p needs them).
   const std::string filter =
       fmt::format("scale=iw*{0}:ih*{0}:flags=neighbor,pad=ceil(iw/2)*2:ceil(ih/2)*2", scale);
@@ -63,7 +68,7 @@ VideoWriter::VideoWriter(std::string path, int64_t width, int64_t height, int sc
   if (yuv_container(path_)) {
     for (const char* a : {"-c:v", "libx264", "-pix_fmt", "yuv420p"}) args.push_back(a);
   }
-  args.push_back(path_);
+  args.push_back("file:" + path_);  // a file's name, never a protocol ("pipe:1", "tcp://…")
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -80,41 +85,50 @@ VideoWriter::VideoWriter(std::string path, int64_t width, int64_t height, int sc
   if (spawned != 0) {
     close(pipe_fds[1]);
     pid_ = -1;
-    std::remove(log_path_.c_str());
+    std::remove(log_template.c_str());
     throw Error(
         fmt::format("--video: cannot start ffmpeg ({}); tools/setup-deps installs Debian's ffmpeg",
                     std::strerror(spawned)));
   }
+  log_path_ = log_template;
   input_ = pipe_fds[1];
+  // Written without blocking: a stalled ffmpeg is noticed at the frame's
+  // deadline (poll says writable while one page is free; a blocking write
+  // of a larger frame would wait for all of it).
+  fcntl(input_, F_SETFL, fcntl(input_, F_GETFL) | O_NONBLOCK);
 }
 
 VideoWriter::~VideoWriter() {
-  if (pid_ > 0) {
-    stop();
-    std::remove(path_.c_str());
-  }
+  stop();
+  if (!finished_) std::remove(path_.c_str());  // no partial video left behind
   if (!log_path_.empty()) std::remove(log_path_.c_str());
 }
 
 void VideoWriter::add_frame(const uint8_t* rgb) {
   const auto* at = rgb;
   int64_t left = frame_bytes_;
+  const auto deadline = std::chrono::steady_clock::now() + kFrameTimeout;
   while (left > 0) {
-    pollfd p{input_, POLLOUT, 0};
-    const int ready = poll(&p, 1, static_cast<int>(kFrameTimeout.count() * 1000));
-    if (ready == 0) {
-      stop();
-      throw Error(fmt::format("--video: ffmpeg took no frame for {} s", kFrameTimeout.count()));
+    const ssize_t n = write(input_, at, static_cast<size_t>(left));
+    if (n > 0) {
+      at += n;
+      left -= n;
+      continue;
     }
-    const ssize_t n = ready > 0 ? write(input_, at, static_cast<size_t>(left)) : -1;
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = ffmpeg_error();
-      stop();
-      throw Error(fmt::format("--video: ffmpeg stopped taking frames: {}", why));
+    if (n < 0 && errno == EAGAIN) {
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (wait.count() <= 0) {
+        stop();
+        throw Error(fmt::format("--video: ffmpeg took no frame for {} s", kFrameTimeout.count()));
+      }
+      pollfd p{input_, POLLOUT, 0};
+      poll(&p, 1, static_cast<int>(std::min<int64_t>(wait.count(), 1000)));
+      continue;
     }
-    at += n;
-    left -= n;
+    stop();
+    throw Error(fmt::format("--video: ffmpeg stopped taking frames: {}", ffmpeg_error()));
   }
   ++frames_;
 }
@@ -134,9 +148,9 @@ void VideoWriter::finish() {
   }
   pid_ = -1;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::remove(path_.c_str());
     throw Error(fmt::format("--video: ffmpeg failed to write {}: {}", path_, ffmpeg_error()));
   }
+  finished_ = true;
 }
 
 std::string VideoWriter::ffmpeg_error() const {

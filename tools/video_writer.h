@@ -23,7 +23,7 @@ class VideoWriter {
   // Starts ffmpeg writing `path` (replaced if it exists) from frames of
   // width × height at `fps`. Error when ffmpeg cannot be started.
   VideoWriter(std::string path, int64_t width, int64_t height, int scale, int fps);
-  ~VideoWriter();  // a writer not finished kills its ffmpeg and removes the partial file
+  ~VideoWriter();  // kills an ffmpeg still running; a file not finished is removed
   VideoWriter(const VideoWriter&) = delete;
   VideoWriter& operator=(const VideoWriter&) = delete;
 
@@ -33,6 +33,7 @@ class VideoWriter {
   // it fails.
   void finish();
   int64_t frames() const { return frames_; }
+  int64_t frame_bytes() const { return frame_bytes_; }
 
  private:
   std::string ffmpeg_error() const;  // its last line on stderr
@@ -43,6 +44,7 @@ class VideoWriter {
   int input_ = -1;  // the write end of ffmpeg's stdin
   pid_t pid_ = -1;
   int64_t frames_ = 0;
+  bool finished_ = false;  // ffmpeg wrote the whole file
 };
 
 }  // namespace pronghorn::cli

@@ -9,6 +9,8 @@
 #           shared memory (a memfd) passed beside it (SCM_RIGHTS); or
 #           "error <line>" and exit 2
 #   actor:  "reset" | "step"; worker: "ok" | "error <line>" (traceback on stderr)
+#   actor:  "render"; worker: "frame H W" with env 0's frame, RGB uint8
+#           [H, W, 3], in a memfd passed beside it; or "error <line>"
 # The memory holds, at the offsets the spec's "layout" gives: actions [K, ...]
 # (int32, or float32 [K, D]), obs [K, obs...], rewards float32 [K],
 # terminated and truncated uint8 [K], final_obs [K, obs...].
@@ -297,6 +299,30 @@ class Worker:
                                  f"(not a SAME_STEP autoreset?)")
             self.put(f"final_obs of env {i}", m.final_obs[i], info["final_obs"][i])
 
+    def render(self, control):
+        """Sends env 0's frame (`pronghorn eval --video`)."""
+        np = self.np
+        frames = self.vec.render()
+        frame = frames[0] if isinstance(frames, (tuple, list)) else frames
+        if frame is None:
+            raise ValueError("the env drew no frame: it draws rgb_array frames when made with "
+                             "render_mode='rgb_array' (env.options.render_mode)")
+        frame = np.ascontiguousarray(frame)
+        if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+            raise ValueError(f"the env drew a frame of {frame.dtype} {list(frame.shape)}; a video "
+                             f"takes uint8 [H, W, 3] RGB frames")
+        import fcntl
+        fd = os.memfd_create("pronghorn-frame", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            data = memoryview(frame.tobytes())
+            while data:
+                data = data[os.write(fd, data):]
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+            socket.send_fds(control, [f"frame {frame.shape[0]} {frame.shape[1]}\n".encode()], [fd])
+        finally:
+            os.close(fd)
+
     def put(self, what, into, value):
         """`value` into `into`, of exactly its shape and a kind that casts safely
         (float64 to float32; never floats into uint8)."""
@@ -368,6 +394,9 @@ def serve(control, worker):
                 worker.reset()
             elif command == "step":
                 worker.step()
+            elif command == "render":
+                worker.render(control)  # its own reply
+                continue
             else:
                 raise RuntimeError(f"unknown command {command!r}")
             control.sendall(b"ok\n")
@@ -400,6 +429,8 @@ def watch_parent(parent):
 
 def main(argv):
     args = json.loads(argv[0])
+    if args["options"].get("render_mode") == "rgb_array":
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames off screen, no display asked
     watch_parent(args["parent"])
     control = socket.socket(fileno=args["control_fd"])
     try:

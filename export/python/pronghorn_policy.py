@@ -27,7 +27,8 @@ _DTYPES = {"F32": np.dtype("<f4"), "U8": np.dtype("u1")}
 
 
 def read_safetensors(path):
-    """The tensors of a safetensors file, by name (read-only NumPy arrays)."""
+    """The tensors of a safetensors file, by name (read-only NumPy arrays);
+    ValueError naming the file and the tensor for a file not of the format."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 8:
@@ -37,15 +38,31 @@ def read_safetensors(path):
         raise ValueError(f"{path}: its header length {length} runs past the file")
     header = json.loads(data[8:8 + length])
     body = memoryview(data)[8 + length:]
-    tensors = {}
+    tensors, ranges = {}, []
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        if entry["dtype"] not in _DTYPES:
-            raise ValueError(f"{path}: tensor {name} has dtype {entry['dtype']}")
-        begin, end = entry["data_offsets"]
-        array = np.frombuffer(body[begin:end], dtype=_DTYPES[entry["dtype"]])
-        tensors[name] = array.reshape(entry["shape"])
+        if entry.get("dtype") not in _DTYPES:
+            raise ValueError(f"{path}: tensor {name} has dtype {entry.get('dtype')}")
+        dtype = _DTYPES[entry["dtype"]]
+        shape = [int(d) for d in entry["shape"]]
+        begin, end = (int(x) for x in entry["data_offsets"])
+        if not 0 <= begin <= end <= len(body):
+            raise ValueError(f"{path}: tensor {name} lies at bytes [{begin}, {end}) of "
+                             f"{len(body)}")
+        if end - begin != int(np.prod(shape)) * dtype.itemsize:
+            raise ValueError(f"{path}: tensor {name} of shape {shape} does not fill its "
+                             f"{end - begin} bytes")
+        tensors[name] = np.frombuffer(body[begin:end], dtype=dtype).reshape(shape)
+        ranges.append((begin, end, name))
+    at = 0
+    for begin, end, name in sorted(ranges):
+        if begin != at:
+            raise ValueError(f"{path}: tensor {name} starts at byte {begin}, not {at} "
+                             f"(ranges overlap or leave a gap)")
+        at = end
+    if at != len(body):
+        raise ValueError(f"{path}: {len(body) - at} bytes after the last tensor")
     return tensors
 
 
