@@ -255,8 +255,12 @@ TEST(ControlTest, SaveCheckpointAndGracefulStop) {
   job.pid = -1;
   EXPECT_TRUE(leftover_segments(job.name).empty());
 
-  // Nothing listens now: one line, exit 1.
+  // The run directory says how the job ended, without a learner to ask.
   std::tie(code, out) = shell(std::string(PRONGHORN_BIN) + " status --run-dir " + job.dir);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\nstate          ended, exit 0: stopped after "), std::string::npos) << out;
+  // Nothing listens at its address now: one line, exit 1.
+  std::tie(code, out) = shell(std::string(PRONGHORN_BIN) + " status --target " + job.address);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("cannot reach the learner at " + job.address), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
