@@ -26,15 +26,22 @@ void summarise(Evaluation& e) {
   e.max = *std::max_element(e.returns.begin(), e.returns.end());
 }
 
+std::unique_ptr<ActingLoop> evaluation_loop(PolicyNet& model, const EnvConfig& env_config,
+                                            uint64_t seed, ModelConfig::FastPath fast_path) {
+  const auto sampler_seed = static_cast<uint64_t>(
+      at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
+  return std::make_unique<ActingLoop>(envs::make_env(env_config, seed), model, fast_path,
+                                      sampler_seed);
+}
+
 Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_t episodes,
                            bool greedy, uint64_t seed, const std::atomic<bool>* cancel,
                            ModelConfig::FastPath fast_path) {
   EnvConfig config = env_config;
   config.num_envs = evaluation_envs(episodes);
   torch::InferenceMode inference;
-  const auto sampler_seed = static_cast<uint64_t>(
-      at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
-  ActingLoop acting(envs::make_env(config, seed), model, fast_path, sampler_seed);
+  const std::unique_ptr<ActingLoop> loop = evaluation_loop(model, config, seed, fast_path);
+  ActingLoop& acting = *loop;
   const EnvSpec& spec = acting.spec();
   const int64_t k = acting.num_envs();
   const bool discrete = spec.action_kind == ActionKind::kDiscrete;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,16 @@ Evaluation parse_evaluation(const std::string& text);
 
 // How many envs an evaluation of `episodes` episodes steps at once.
 inline int64_t evaluation_envs(int64_t episodes) { return std::clamp<int64_t>(episodes, 1, 32); }
+
+class ActingLoop;
+
+// The acting loop an evaluation steps: the env `env_config` names, seeded
+// `seed`, acting with `model` through the policy face (model.fast_path =
+// `fast_path`), the fused sampler seeded by one draw from LibTorch's default
+// generator (the caller seeds it). evaluate_policy() and `pronghorn eval
+// --video` (tools/eval_video.h) both step one.
+std::unique_ptr<ActingLoop> evaluation_loop(PolicyNet& model, const EnvConfig& env_config,
+                                            uint64_t seed, ModelConfig::FastPath fast_path);
 
 // Runs `model` (on the CPU) for `episodes` episodes of the env `env_config`
 // names, seeded with `seed`, through the policy face (model/policy_face.h;

@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -42,9 +41,9 @@ actor::Evaluation record_episodes(PolicyNet& model, const EnvConfig& env_config,
   const bool drawn = envs::PythonEnv::names_python_env(config.name);
   if (drawn) config.options.emplace("render_mode", "\"rgb_array\"");
   torch::InferenceMode inference;
-  const auto sampler_seed = static_cast<uint64_t>(
-      at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
-  actor::ActingLoop acting(envs::make_env(config, seed), model, fast_path, sampler_seed);
+  const std::unique_ptr<actor::ActingLoop> loop =
+      actor::evaluation_loop(model, config, seed, fast_path);
+  actor::ActingLoop& acting = *loop;
   const EnvSpec& spec = acting.spec();
   const bool pixels = spec.obs_dtype == Dtype::kUInt8 && spec.obs_shape.size() == 3;
   if (!drawn && !pixels) {
