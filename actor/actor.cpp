@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "actor/acting.h"
@@ -26,6 +27,26 @@ using Clock = std::chrono::steady_clock;
 uint32_t microseconds(Clock::duration d) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
   return static_cast<uint32_t>(std::clamp<int64_t>(us, 0, UINT32_MAX));
+}
+
+// Whether this actor should go on: not stopped, its learner alive.
+bool should_run(const ActorOptions& o, const std::atomic<bool>& stop) {
+  if (stop.load()) return false;
+  if (o.learner_pid != 0 && !buffer::process_alive(o.learner_pid, 0)) {
+    spdlog::info("learner {} is gone; actor {} exits", o.learner_pid, o.actor_id);
+    return false;
+  }
+  return true;
+}
+
+// Waits until `slab` holds version `want` or newer; false when the actor
+// should stop instead.
+bool wait_for_version(const buffer::WeightSlab& slab, uint64_t want, const ActorOptions& o,
+                      const std::atomic<bool>& stop) {
+  for (uint64_t seen = slab.version(); seen < want; seen = slab.wait_newer(seen, 200ms)) {
+    if (!should_run(o, stop)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -55,22 +76,31 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   std::vector<uint8_t> last_obs(obs_row);
   acting.reset(last_obs.data());
   uint64_t version = 0;
+  const auto load_newest = [&] {
+    version = slab->read(flat.data());
+    policy.load(flat.data());
+  };
 
-  while (!stop.load()) {
-    if (o.learner_pid != 0 && !buffer::process_alive(o.learner_pid, 0)) {
-      spdlog::info("learner {} is gone; actor {} exits", o.learner_pid, o.actor_id);
-      return;
-    }
+  // run.deterministic (ActorOptions::lockstep_unrolls): the version group g
+  // is acted with, base + max(0, g − 1), is read before the last unroll of
+  // group g − 1 is committed.
+  const uint64_t group = o.lockstep_unrolls;
+  uint64_t base = 0, committed = 0;
+  bool lockstep_broken = false;
+  if (group > 0) {
+    if (!wait_for_version(*slab, 1, o, stop)) return;
+    load_newest();
+    base = version;
+  }
+
+  while (should_run(o, stop)) {
     const auto wait_start = Clock::now();
-    if (slab->version() != version) {
-      version = slab->read(flat.data());
-      policy.load(flat.data());
-    }
+    if (group == 0 && slab->version() != version) load_newest();
     auto slot = ring->claim(500ms);
     if (!slot) continue;
     buffer::SlotStamp stamp{.policy_version = version, .actor = o.actor_id};
     Clock::duration env_time{}, policy_time{};
-    const Clock::duration wait_time = Clock::now() - wait_start;
+    Clock::duration wait_time = Clock::now() - wait_start;
     const buffer::SlotView out(ring->slot_data(*slot), ring->layout());
     uint8_t* obs = out.obs;
     uint32_t episodes = 0;
@@ -103,6 +133,25 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       ring->abandon(*slot);
       return;
     }
+    if (group > 0 && (committed + 1) % group == 0) {
+      const uint64_t next_group = (committed + 1) / group;
+      const uint64_t want = base + next_group - 1;
+      const auto lockstep_start = Clock::now();
+      if (!wait_for_version(*slab, want, o, stop)) {
+        ring->abandon(*slot);
+        return;
+      }
+      load_newest();
+      wait_time += Clock::now() - lockstep_start;
+      if (version != want && !std::exchange(lockstep_broken, true)) {
+        // Only after a restart (this actor's or the learner's counting of it).
+        spdlog::warn(
+            "actor {} acts with policy version {} where {} was due: this run is no "
+            "longer deterministic",
+            o.actor_id, version, want);
+      }
+    }
+    ++committed;
     std::memcpy(last_obs.data(), obs + T * obs_row, obs_row);
     stamp.episodes = episodes;
     stamp.env_us = microseconds(env_time);

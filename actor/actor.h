@@ -20,6 +20,12 @@ struct ActorOptions {
   uint32_t actor_id = 0;
   uint32_t rank = 0;    // of its learner among several: envs are seeded apart per rank
   int learner_pid = 0;  // the actor exits when this process is gone (0: don't watch)
+  // run.deterministic: the learner takes this many unrolls from every actor
+  // per batch, in actor order (a group); 0 = off. Group g is acted with the
+  // policy the learner published after training on group g − 2: the actor
+  // waits for it before committing the last unroll of group g − 1, when the
+  // learner cannot yet have published the version after it.
+  uint32_t lockstep_unrolls = 0;
 };
 
 // Runs until `stop` is set (e.g. by SIGTERM) or the learner is gone; a slot

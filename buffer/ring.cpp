@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include "buffer/futex.h"
 #include "buffer/process.h"
@@ -217,6 +218,18 @@ uint32_t Ring::reclaim_dead_writers() {
 std::optional<std::vector<TakenSlot>> Ring::take(uint32_t count, uint64_t learner_version,
                                                  uint64_t max_lag,
                                                  std::chrono::milliseconds timeout) {
+  return take_oldest(count, std::nullopt, learner_version, max_lag, timeout);
+}
+
+std::optional<std::vector<TakenSlot>> Ring::take_from(uint32_t actor, uint32_t count,
+                                                      std::chrono::milliseconds timeout) {
+  return take_oldest(count, actor, 0, std::numeric_limits<uint64_t>::max(), timeout);
+}
+
+std::optional<std::vector<TakenSlot>> Ring::take_oldest(uint32_t count,
+                                                        std::optional<uint32_t> only_actor,
+                                                        uint64_t learner_version, uint64_t max_lag,
+                                                        std::chrono::milliseconds timeout) {
   PRONGHORN_CHECK(count >= 1 && count <= shared_->slots, "ring ", name_, ": take(", count,
                   "): expected 1 to ", shared_->slots, " unrolls");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -228,7 +241,9 @@ std::optional<std::vector<TakenSlot>> Ring::take(uint32_t count, uint64_t learne
     for (uint32_t i = 0; i < shared_->slots; ++i) {
       SlotHeader* h = shared_->slot(i);
       if (state_of(h->state.load(std::memory_order_acquire)) != kReady) continue;
-      if (h->stamp.policy_version + max_lag < learner_version) {  // too old to learn from
+      if (only_actor && h->stamp.actor != *only_actor) continue;
+      if (h->stamp.policy_version <
+          learner_version - std::min(max_lag, learner_version)) {  // too old to learn from
         make_free(h);
         ++dropped;
         continue;

@@ -92,6 +92,11 @@ class Ring {
   // met on the way are dropped and counted.
   std::optional<std::vector<TakenSlot>> take(uint32_t count, uint64_t learner_version,
                                              uint64_t max_lag, std::chrono::milliseconds timeout);
+  // Consumer: `count` READY unrolls written by actor `actor`, oldest commits
+  // first, whatever their policy version (run.deterministic gathers each
+  // batch actor by actor), or nothing on timeout.
+  std::optional<std::vector<TakenSlot>> take_from(uint32_t actor, uint32_t count,
+                                                  std::chrono::milliseconds timeout);
   void release(const std::vector<TakenSlot>& taken);
 
   // Frees slots whose writer died; returns how many. take() and claim() call
@@ -104,6 +109,12 @@ class Ring {
 
  private:
   Ring(std::string name, SharedMemory memory, SlotLayout layout);
+  // take() and take_from(): of actor `only_actor` when set; READY unrolls
+  // older than max_lag versions are dropped.
+  std::optional<std::vector<TakenSlot>> take_oldest(uint32_t count,
+                                                    std::optional<uint32_t> only_actor,
+                                                    uint64_t learner_version, uint64_t max_lag,
+                                                    std::chrono::milliseconds timeout);
 
   std::string name_;
   SharedMemory memory_;

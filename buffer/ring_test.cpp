@@ -342,6 +342,33 @@ TEST(RingTest, StaleUnrollsAreDroppedAndCounted) {
   EXPECT_EQ(c.committed, c.consumed + c.dropped_stale) << "nothing lost, nothing twice";
 }
 
+TEST(RingTest, TakeFromGivesOneActorsOldestUnrollsWhateverTheirLag) {
+  auto ring = Ring::create(testing::unique_name("from"), testing::test_spec(), 8);
+  // (actor, version) in commit order.
+  for (auto [actor, version] :
+       std::vector<std::pair<uint32_t, uint64_t>>{{1, 1}, {0, 2}, {1, 3}, {0, 4}, {1, 5}}) {
+    auto slot = ring->claim(0ms);
+    ASSERT_TRUE(slot);
+    ring->commit(*slot, {.policy_version = version, .actor = actor});
+  }
+  EXPECT_FALSE(ring->take_from(0, 3, 0ms)) << "actor 0 has 2 unrolls, not 3";
+  EXPECT_FALSE(ring->take_from(2, 1, 10ms)) << "actor 2 has none";
+  auto taken = ring->take_from(1, 2, 0ms);
+  ASSERT_TRUE(taken);
+  std::vector<uint64_t> versions;
+  for (auto& t : *taken) versions.push_back(t.stamp.policy_version);
+  EXPECT_EQ(versions, (std::vector<uint64_t>{1, 3})) << "actor 1's, oldest commits first";
+  ring->release(*taken);
+  // A learner at version 1000 with lag 1 would drop them all; take_from keeps them.
+  taken = ring->take_from(0, 2, 0ms);
+  ASSERT_TRUE(taken);
+  ring->release(*taken);
+  const RingCounters c = ring->counters();
+  EXPECT_EQ(c.dropped_stale, 0u);
+  EXPECT_EQ(c.consumed, 4u);
+  EXPECT_EQ(c.ready, 1u) << "actor 1's newest waits";
+}
+
 TEST(RingTest, FullRingTimesOutAndAbandonFreesASlot) {
   auto ring = Ring::create(testing::unique_name("full"), testing::test_spec(), 2);
   auto a = ring->claim(0ms), b = ring->claim(0ms);

@@ -170,6 +170,18 @@ struct RunConfig {
   // target), over eval_episodes episodes.
   double eval_interval_s = 30;
   int64_t eval_episodes = 10;
+  // Cadences in env steps instead (0: by the clock above): a checkpoint, or
+  // an evaluation, once the env steps reach each multiple.
+  int64_t checkpoint_interval_steps = 0;
+  int64_t eval_interval_steps = 0;
+  // The same config and seed give the same learner steps, losses and
+  // checkpoints, byte for byte, on the same machine type
+  // (docs/training.md#reproducibility): each batch takes learner.batch_size
+  // / actors unrolls from every actor in order, each acted with the policy
+  // one version behind the learner's; evaluations hold training until they
+  // report;
+  // checkpoints and evaluations come only at the step cadences above.
+  bool deterministic = false;
 };
 
 struct ServerConfig {

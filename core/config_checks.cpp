@@ -108,6 +108,33 @@ void check_distributed(const DistributedConfig& d) {
   }
 }
 
+// What run.deterministic needs (docs/training.md#reproducibility): this
+// node's actors in a fixed order, and room in the ring for them to act one
+// batch ahead while the learner gathers the next.
+void check_deterministic(const Config& c) {
+  if (c.actor.count && *c.actor.count == 0) {
+    fail(
+        "run.deterministic = true: expected actor.count above 0 (the batches come from this "
+        "node's actors in a fixed order)");
+  }
+  if (!c.remote.address.empty()) {
+    fail(
+        fmt::format("run.deterministic = true: expected remote.address empty (is {}); actor-only "
+                    "nodes' unrolls arrive in no fixed order",
+                    quoted(c.remote.address)));
+  }
+  if (c.distributed.world_size && *c.distributed.world_size > 1) {
+    fail(fmt::format("run.deterministic = true: expected one learner (distributed.world_size = {})",
+                     *c.distributed.world_size));
+  }
+  if (c.learner.ring_slots < 2 * c.learner.batch_size) {
+    fail(fmt::format(
+        "learner.ring_slots = {}: run.deterministic = true needs at least 2 × learner.batch_size "
+        "= {} (every actor writes the next batch's unrolls while this one is gathered)",
+        c.learner.ring_slots, 2 * c.learner.batch_size));
+  }
+}
+
 }  // namespace
 
 void config_schema::check_combinations(const Config& c) {
@@ -165,6 +192,7 @@ void config_schema::check_combinations(const Config& c) {
     fail("env.name = \"\": expected a built-in env name, or env.plugin set");
   }
   check_distributed(c.distributed);
+  if (c.run.deterministic) check_deterministic(c);
   if (!c.remote.address.empty()) check_address("remote.address", c.remote.address);
   if (c.remote.credits >= c.learner.ring_slots) {
     fail(fmt::format("remote.credits = {}: expected fewer than learner.ring_slots = {}",

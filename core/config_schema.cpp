@@ -76,6 +76,9 @@ std::vector<Field> fields(Config& c) {
     {"run",         "report_interval_s",     &c.run.report_interval_s,            0.01,  3600,                 {},                             kSame,    "seconds between metrics lines"},
     {"run",         "eval_interval_s",       &c.run.eval_interval_s,              0,     1e9,                  {},                             kSame,    "seconds between evaluations of the greedy policy on envs of their own; 0 = only for run.target_return"},
     {"run",         "eval_episodes",         &c.run.eval_episodes,                1,     100000,               {},                             kSame,    "episodes per evaluation"},
+    {"run",         "checkpoint_interval_steps", &c.run.checkpoint_interval_steps, 0,    9e18,                 {},                             kSame,    "env steps between checkpoints; set, it replaces run.checkpoint_interval_s"},
+    {"run",         "eval_interval_steps",   &c.run.eval_interval_steps,          0,     9e18,                 {},                             kSame,    "env steps between evaluations; set, it replaces run.eval_interval_s"},
+    {"run",         "deterministic",         &c.run.deterministic,                0,     0,                    {},                             kSame,    "the same config and seed give the same run byte for byte (fixed actor order, lag 1, step cadences only)"},
 
     {"server",      "address",               &c.server.address,                   0,     0,                    {},                             kPerRank, "gRPC control plane HOST:PORT; port 0 = any free port (the run dir's server.address names it)"},
     {"server",      "token_file",            &c.server.token_file,                0,     0,                    {},                             kPerRank, "bearer token for mutating calls; empty = generated in the run dir"},

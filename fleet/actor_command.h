@@ -23,6 +23,7 @@ inline constexpr const char* kConfigFlag = "--config";
 inline constexpr const char* kParentFlag = "--learner-pid";
 inline constexpr const char* kSeedRankFlag = "--rank";
 inline constexpr const char* kActorIdFlag = "--actor-id";
+inline constexpr const char* kLockstepFlag = "--lockstep-unrolls";
 inline constexpr const char* kEvaluationProcessCommand = "evaluation-process";
 inline constexpr const char* kSocketFlag = "--socket";
 
@@ -34,6 +35,9 @@ struct ActorTarget {
   pid_t parent = 0;         // the actor exits when this process is gone
   // Seeds envs apart: a learner's rank (< 4096), or a node's own number.
   uint32_t seed_rank = 0;
+  // run.deterministic: the unrolls each batch takes from every actor
+  // (actor/actor.h); 0 = off.
+  uint32_t lockstep_unrolls = 0;
 };
 
 // The arguments after the program name, without `--actor-id`.

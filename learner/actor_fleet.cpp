@@ -27,7 +27,21 @@ ActorFleet::ActorFleet(const TrainOptions& options, std::string ring_name)
       initial_actors_(fleet::initial_actor_count(o_.config.actor)),
       ring_name_(std::move(ring_name)),
       unroll_(buffer::unroll_spec_for(o_.env, o_.config)),
-      ring_(create_ring(ring_name_, unroll_, o_.config.learner.ring_slots)) {}
+      ring_(create_ring(ring_name_, unroll_, o_.config.learner.ring_slots)) {
+  if (const int64_t b = o_.config.learner.batch_size;
+      o_.config.run.deterministic && b % initial_actors_ != 0) {
+    throw UsageError(fmt::format(
+        "run.deterministic = true: learner.batch_size = {} must be a multiple of the {} actor{} "
+        "(each batch takes as many unrolls from every actor)",
+        b, initial_actors_, initial_actors_ == 1 ? "" : "s"));
+  }
+}
+
+Lockstep ActorFleet::lockstep() const {
+  if (!o_.config.run.deterministic) return {};
+  return {.actors = static_cast<uint32_t>(initial_actors_),
+          .unrolls = static_cast<uint32_t>(o_.config.learner.batch_size / initial_actors_)};
+}
 
 void ActorFleet::start(const std::string& slab_name, const buffer::WeightSlab& slab,
                        uint64_t version, int seed_rank) {
@@ -36,10 +50,11 @@ void ActorFleet::start(const std::string& slab_name, const buffer::WeightSlab& s
                                                  .slab = slab_name,
                                                  .config_path = o_.run_dir + "/config.toml",
                                                  .parent = getpid(),
-                                                 .seed_rank = static_cast<uint32_t>(seed_rank)}),
+                                                 .seed_rank = static_cast<uint32_t>(seed_rank),
+                                                 .lockstep_unrolls = lockstep().unrolls}),
                       initial_actors_,
                       fleet::SupervisorOptions{.limits = fleet::watchdog_limits(c.actor)});
-  prefetcher_.emplace(*ring_, o_.env, c, version);
+  prefetcher_.emplace(*ring_, o_.env, c, version, lockstep());
   if (o_.remote_actors) remote_ = o_.remote_actors(*ring_, slab, to_toml(c));
 }
 
@@ -65,6 +80,12 @@ void ActorFleet::scale(const ControlRequest& r, ControlReply& reply) {
     reply.actors = r.actors;
     spdlog::info("actor-only node {} asked for {} actors", r.node, r.actors);
     return;
+  }
+  if (o_.config.run.deterministic) {
+    throw UsageError(fmt::format(
+        "run.deterministic = true: this job's {} actors are fixed (every batch takes unrolls from "
+        "each of them)",
+        initial_actors_));
   }
   reply.previous_actors = supervisor_->desired();
   supervisor_->scale(r.actors, r.oversubscribe || o_.config.actor.oversubscribe);

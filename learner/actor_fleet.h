@@ -68,6 +68,8 @@ class ActorFleet {
   }
 
  private:
+  Lockstep lockstep() const;  // run.deterministic's, or off
+
   const TrainOptions& o_;
   const int initial_actors_;
   const std::string ring_name_;

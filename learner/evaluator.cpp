@@ -107,9 +107,17 @@ void Evaluator::loop() {
       std::lock_guard lock(mutex_);
       failure_ = std::current_exception();
     }
-    std::lock_guard lock(mutex_);
-    state_ = State::kDone;
+    {
+      std::lock_guard lock(mutex_);
+      state_ = State::kDone;
+    }
+    finished_.notify_all();
   }
+}
+
+void Evaluator::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  finished_.wait_for(lock, timeout, [this] { return state_.load() != State::kRunning; });
 }
 
 void Evaluator::evaluate() {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <limits>
@@ -70,6 +71,8 @@ class Evaluator {
   // what the evaluation threw: an Error naming the env when the evaluation
   // process crashed.
   std::optional<EvalReport> take();
+  // Waits up to `timeout` until no evaluation runs (take() then has its report).
+  void wait(std::chrono::milliseconds timeout);
 
  private:
   enum class State { kIdle, kRunning, kDone };
@@ -85,12 +88,13 @@ class Evaluator {
   std::atomic<State> state_{State::kIdle};
   std::atomic<bool> cancel_{false};
   std::mutex mutex_;
-  std::condition_variable wake_;
-  bool quit_ = false;           // guarded by mutex_
-  Checkpoint snapshot_;         // owned by the evaluator thread while kRunning
-  EvalReport report_;           // written by it, read once kDone
-  std::exception_ptr failure_;  // likewise
-  std::thread thread_;          // last: started once the rest exists
+  std::condition_variable wake_;      // the evaluator thread: a snapshot to evaluate
+  std::condition_variable finished_;  // wait(): the evaluation reported
+  bool quit_ = false;                 // guarded by mutex_
+  Checkpoint snapshot_;               // owned by the evaluator thread while kRunning
+  EvalReport report_;                 // written by it, read once kDone
+  std::exception_ptr failure_;        // likewise
+  std::thread thread_;                // last: started once the rest exists
 };
 
 }  // namespace pronghorn::learner

@@ -106,8 +106,13 @@ TrainResult Learner::Loop::run() {
     control_.handle(fleet_, schedule_, status_now);
     if (control_.stopping() && step_->stops_alone()) break;
     control_.publish_if_due(status_now);
-    std::optional<PreparedBatch> prepared = wait_for_batch();
-    schedule_.evaluate(Clock::now());
+    schedule_.evaluate(Clock::now());  // takes a finished evaluation, starts a due one
+    std::optional<PreparedBatch> prepared;
+    if (schedule_.holds_training()) {
+      schedule_.wait_for_evaluation(step_->batch_wait());
+    } else {
+      prepared = wait_for_batch();
+    }
     const StepOutcome step = step_->take(prepared, control_.votes(), solved_now);
     if (step.leave) {
       control_.stopped_by_vote(step.stop_now);

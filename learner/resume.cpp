@@ -13,6 +13,7 @@
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_model.h"
 #include "learner/error_line.h"
+#include "learner/optimizer_archive.h"
 #include "learner/trainer.h"
 #include "model/optimizer_state.h"
 
@@ -108,11 +109,7 @@ std::string checked_optimizer_state(const std::string& state, Trainer& trainer,
                             first_line(e.what_without_backtrace())));
   }
   check_optimizer(*scratch, config.learner.optimizer, learner_steps);
-  torch::serialize::OutputArchive out_archive;
-  scratch->save(out_archive);
-  std::ostringstream out;
-  out_archive.save_to(out);
-  return out.str();
+  return save_optimizer(*scratch);
 }
 
 // The RNG state as the tensor set_state() takes, once a scratch generator

@@ -14,6 +14,13 @@ namespace {
 // How soon a periodic checkpoint that failed (a full disk) is tried again.
 constexpr double kCheckpointRetryS = 10;
 
+// run.deterministic: learner steps between evaluations started because the
+// training mean is at the target. Each holds training until it reports, so
+// one after every step while no evaluation confirms the target would slow
+// training down several times over (CartPole: an evaluation takes about as
+// long as 10 steps).
+constexpr uint64_t kTargetEvalSpacingSteps = 10;
+
 }  // namespace
 
 Schedule::Schedule(const Config& config, const EnvSpec& spec, const std::string& run_dir, int rank,
@@ -29,7 +36,15 @@ Schedule::Schedule(const Config& config, const EnvSpec& spec, const std::string&
 void Schedule::start(Clock::time_point now) {
   next_checkpoint_ = now + as_duration(c_.run.checkpoint_interval_s);
   next_eval_ = now + as_duration(c_.run.eval_interval_s);
+  next_checkpoint_steps_ = next_multiple(c_.run.checkpoint_interval_steps);
+  next_eval_steps_ = next_multiple(c_.run.eval_interval_steps);
   if (rank_ == 0) evaluator_.emplace(c_, config_path_, checkpoints_);
+}
+
+uint64_t Schedule::next_multiple(int64_t interval) const {
+  if (interval <= 0) return 0;
+  const auto n = static_cast<uint64_t>(interval);
+  return (stats_.env_steps / n + 1) * n;
 }
 
 std::string Schedule::checkpoint() {
@@ -41,11 +56,23 @@ std::string Schedule::checkpoint() {
 }
 
 void Schedule::checkpoint_if_due(Clock::time_point now) {
-  if (rank_ != 0 || c_.run.checkpoint_interval_s <= 0 || now < next_checkpoint_) return;
-  next_checkpoint_ = now + as_duration(c_.run.checkpoint_interval_s);
+  if (rank_ != 0) return;
+  const bool by_steps = c_.run.checkpoint_interval_steps > 0;
+  if (by_steps) {
+    if (stats_.env_steps < next_checkpoint_steps_) return;
+    next_checkpoint_steps_ = next_multiple(c_.run.checkpoint_interval_steps);
+  } else {
+    if (c_.run.deterministic || c_.run.checkpoint_interval_s <= 0 || now < next_checkpoint_) return;
+    next_checkpoint_ = now + as_duration(c_.run.checkpoint_interval_s);
+  }
   try {
     checkpoint();
   } catch (const Error& e) {  // a full disk: training goes on, the checkpoint is retried
+    if (by_steps) {
+      spdlog::error("{}; training goes on, next try at {} env steps", e.what(),
+                    next_checkpoint_steps_);
+      return;
+    }
     const double retry = std::min(c_.run.checkpoint_interval_s, kCheckpointRetryS);
     spdlog::error("{}; training goes on, next try in {:.0f} s", e.what(), retry);
     next_checkpoint_ = now + as_duration(retry);
@@ -79,12 +106,26 @@ void Schedule::evaluate(Clock::time_point now) {
     // mean still (a run's figures then agree on it).
     eval_reached_target_ = at_target && e.mean >= target_;  // the newest evaluation decides
   }
-  const bool due = c_.run.eval_interval_s > 0 && now >= next_eval_;
-  if ((at_target || due) && !evaluator_->busy() &&
+  const bool due = eval_due(now);
+  bool for_target = at_target;
+  if (c_.run.deterministic) {  // once per learner step, and for the target not after every one
+    if (evaluated_at_step_ == stats_.learner_steps) return;
+    for_target =
+        at_target && (!evaluated_at_step_ ||
+                      stats_.learner_steps >= *evaluated_at_step_ + kTargetEvalSpacingSteps);
+  }
+  if ((for_target || due) && !evaluator_->busy() &&
       evaluator_->start(
           policy_.snapshot(stats_.env_steps, stats_.learner_steps, stats_.episodes))) {
     next_eval_ = now + as_duration(c_.run.eval_interval_s);
+    next_eval_steps_ = next_multiple(c_.run.eval_interval_steps);
+    evaluated_at_step_ = stats_.learner_steps;
   }
+}
+
+bool Schedule::eval_due(Clock::time_point now) const {
+  if (c_.run.eval_interval_steps > 0) return stats_.env_steps >= next_eval_steps_;
+  return !c_.run.deterministic && c_.run.eval_interval_s > 0 && now >= next_eval_;
 }
 
 }  // namespace pronghorn::learner

@@ -3,6 +3,10 @@
 // rank 0's evaluations (learner/evaluator.h) every run.eval_interval_s or at
 // once while the training mean is at the target — which only an evaluation
 // can confirm: the run is solved when both are at run.target_return.
+// run.checkpoint_interval_steps and run.eval_interval_steps replace the
+// clocks with env-step counts. Under run.deterministic only the step counts
+// hold, and an evaluation holds training until it reports (holds_training),
+// so that what it says lands between the same two learner steps every run.
 // Threads: one (the learner's loop); the evaluator runs on its own.
 #pragma once
 
@@ -40,6 +44,12 @@ class Schedule {
   bool solved() const { return eval_reached_target_ && training_at_target(); }
   // solved(), and from now on only a new evaluation says solved again.
   bool recheck_solved() { return eval_reached_target_ = solved(); }
+  // run.deterministic, while an evaluation runs: the loop takes no batch.
+  bool holds_training() const { return c_.run.deterministic && evaluator_ && evaluator_->busy(); }
+  // Waits up to `timeout` for the evaluation under way to finish.
+  void wait_for_evaluation(std::chrono::milliseconds timeout) {
+    if (evaluator_) evaluator_->wait(timeout);
+  }
   // An evaluation under way is cancelled.
   void end() { evaluator_.reset(); }
 
@@ -59,7 +69,14 @@ class Schedule {
   const std::string checkpoints_;
   // run.target_return resolved ("auto": the env's own); 0 = off.
   const double target_;
+  // The first multiple of `interval` env steps above the run's env steps now.
+  uint64_t next_multiple(int64_t interval) const;
+  bool eval_due(Clock::time_point now) const;
+
   Clock::time_point next_checkpoint_, next_eval_;
+  uint64_t next_checkpoint_steps_ = 0, next_eval_steps_ = 0;  // the step cadences'
+  // run.deterministic: the learner step of the last evaluation started.
+  std::optional<uint64_t> evaluated_at_step_;
   std::optional<Evaluator> evaluator_;  // rank 0's, from start()
   bool eval_reached_target_ = false;    // the newest evaluation reached the target
 };

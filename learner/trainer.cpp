@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "learner/optimizer_archive.h"
 #include "model/tensor_runtime.h"
 
 namespace pronghorn::learner {
@@ -78,13 +79,7 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
   return stats;
 }
 
-std::string Trainer::optimizer_state() {
-  torch::serialize::OutputArchive archive;
-  policy_.optimizer().save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
-}
+std::string Trainer::optimizer_state() { return save_optimizer(policy_.optimizer()); }
 
 void Trainer::load_optimizer_state(const std::string& state) {
   torch::serialize::InputArchive archive;

@@ -360,6 +360,7 @@ Command add_actor_process_command(CLI::App& app) {
     uint32_t id = 0;
     uint32_t rank = 0;
     int learner_pid = 0;
+    uint32_t lockstep_unrolls = 0;
   };
   auto args = std::make_shared<ActorArgs>();
   CLI::App* command =
@@ -373,10 +374,12 @@ Command add_actor_process_command(CLI::App& app) {
   command->add_option(fleet::kParentFlag, args->learner_pid, "exit when this process is gone");
   command->add_option(fleet::kSeedRankFlag, args->rank,
                       "its learner's rank among several (seeds envs apart)");
+  command->add_option(fleet::kLockstepFlag, args->lockstep_unrolls,
+                      "run.deterministic: the unrolls each batch takes from this actor");
   return {command, [args] {
             init_logging("actor" + std::to_string(args->id), "info");
             actor::run_actor({load_config(args->config, {}), args->ring, args->slab, args->id,
-                              args->rank, args->learner_pid},
+                              args->rank, args->learner_pid, args->lockstep_unrolls},
                              install_stop_handlers());
           }};
 }

@@ -1,0 +1,109 @@
+// run.deterministic end to end, as real processes: the same config and seed
+// run twice give the same checkpoints, byte for byte (CartPole to solved,
+// Pendulum for 2 M steps, two actors each); what it cannot hold is refused
+// with one line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "tests/testing/job.h"
+
+namespace {
+
+using namespace pronghorn::testing;
+
+struct Outcome {
+  int code = -1;
+  std::string output;
+  std::map<std::string, std::string> checkpoints;  // file name → bytes
+};
+
+// `pronghorn train` with `args` in run directory `dir`, at most 180 s.
+Outcome train(const std::string& dir, const std::string& args) {
+  std::filesystem::remove_all(dir);
+  const auto name = std::filesystem::path(dir).filename().string();
+  Outcome o;
+  std::tie(o.code, o.output) =
+      shell("timeout -s KILL 180 " + std::string(PRONGHORN_BIN) + " train --run-dir " + dir +
+            " --set run.name=" + name +
+            " --set server.address=127.0.0.1:0 --set server.metrics_port=0 " + args);
+  if (!std::filesystem::exists(dir + "/checkpoints")) return o;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/checkpoints")) {
+    o.checkpoints[entry.path().filename().string()] = slurp(entry.path().string());
+  }
+  return o;
+}
+
+// Two runs of `args` (suffixes -a and -b); both must end with exit 0.
+std::pair<Outcome, Outcome> run_twice(const TrainRun& run, const std::string& args) {
+  Outcome a = train(run.dir + "-a", args), b = train(run.dir + "-b", args);
+  EXPECT_EQ(a.code, 0) << a.output;
+  EXPECT_EQ(b.code, 0) << b.output;
+  return {std::move(a), std::move(b)};
+}
+
+void expect_same_checkpoints(const Outcome& a, const Outcome& b) {
+  ASSERT_FALSE(a.checkpoints.empty());
+  std::vector<std::string> names_a, names_b;
+  for (const auto& [name, bytes] : a.checkpoints) names_a.push_back(name);
+  for (const auto& [name, bytes] : b.checkpoints) names_b.push_back(name);
+  ASSERT_EQ(names_a, names_b);
+  for (const auto& [name, bytes] : a.checkpoints) {
+    EXPECT_TRUE(bytes == b.checkpoints.at(name)) << name << " differs between the runs";
+  }
+}
+
+const std::string kDeterministic = "--set run.deterministic=true --set actor.count=2 ";
+
+TEST(DeterministicTest, TwoCartPoleRunsToSolvedWriteTheSameCheckpoints) {
+  TrainRun run;
+  const auto [a, b] = run_twice(run, kDeterministic + "--set run.total_steps=20000000");
+  EXPECT_NE(a.output.find("solved"), std::string::npos) << a.output;
+  EXPECT_TRUE(a.checkpoints.count("best.ckpt")) << "an evaluation confirmed the target";
+  expect_same_checkpoints(a, b);
+}
+
+TEST(DeterministicTest, TwoPendulumRunsOfTwoMillionStepsWriteTheSameCheckpoints) {
+  TrainRun run;
+  const auto [a, b] = run_twice(
+      run, kDeterministic + "-c " + PRONGHORN_SOURCE_DIR +
+               "/configs/pendulum.toml --set run.total_steps=2000000 --set run.target_return=0 "
+               "--set run.checkpoint_interval_steps=500000 --set run.eval_interval_steps=700000");
+  // Batches of 64 envs × 32 steps × 4 unrolls = 8192 env steps: each
+  // checkpoint at the first batch at or past a multiple of 500 000 (the
+  // newest 3 kept), and the last one at the end.
+  EXPECT_EQ(a.checkpoints.size(), 5u) << "3 checkpoints, best.ckpt and best.json";
+  for (const char* name :
+       {"env-steps-00000000000001007616.ckpt", "env-steps-00000000000001507328.ckpt",
+        "env-steps-00000000000002007040.ckpt"}) {
+    EXPECT_TRUE(a.checkpoints.count(name)) << name;
+  }
+  expect_same_checkpoints(a, b);
+}
+
+TEST(DeterministicTest, WhatItCannotHoldIsRefusedInOneLine) {
+  TrainRun run;
+  struct Case {
+    std::string args, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--set actor.count=2 --set learner.batch_size=3",
+            "learner.batch_size = 3 must be a multiple of the 2 actors"},
+           {"--set actor.count=0", "expected actor.count above 0"},
+           {"--set learner.batch_size=9 --set learner.ring_slots=16",
+            "learner.ring_slots = 16: run.deterministic = true needs at least 2 × "
+            "learner.batch_size = 18"},
+           {"--set remote.address=127.0.0.1:0", "expected remote.address empty"},
+       }) {
+    const Outcome o = train(run.dir, "--set run.deterministic=true " + c.args);
+    EXPECT_EQ(o.code, 2) << c.args << "\n" << o.output;
+    EXPECT_NE(o.output.find(c.expected), std::string::npos) << c.args << "\n" << o.output;
+  }
+}
+
+}  // namespace
