@@ -15,7 +15,8 @@
 //                 registration order (their floats, concatenated, are the
 //                 model's flat vector): name:str rank:u64 dims:u64[rank]
 //                 data:str (float32, product(dims) of them)
-//   "optimizer"   body = LibTorch's serialised optimizer state
+//   "optimizer"   body = LibTorch's serialised optimizer state (written keyed by
+//                 parameter index: learner/optimizer_archive.h)
 //   "rng"         body = the learner's CPU generator state
 //   All four are required.
 //

@@ -3,7 +3,8 @@
 // process (learner/evaluation_process.h) runs actor::evaluate_policy on it
 // (greedy, run.eval_episodes episodes, evaluation_seed) → the result, and
 // the snapshot renamed `best.ckpt` when it beats every earlier one.
-// Training never waits for it: start() hands over a copy and returns, and a
+// Training never waits for it (but under run.deterministic: Schedule::
+// holds_training): start() hands over a copy and returns, and a
 // snapshot offered while one is being evaluated is refused. An env that
 // crashes the evaluation process (only at evaluation's batch size, say: up
 // to 32 envs) is an Error from take() naming it, and the job ends with it as
