@@ -340,9 +340,20 @@ TEST(RingTest, StaleUnrollsAreDroppedAndCounted) {
   EXPECT_EQ(c.dropped_stale, 2u);
   EXPECT_EQ(c.consumed, 3u);
   EXPECT_EQ(c.committed, c.consumed + c.dropped_stale) << "nothing lost, nothing twice";
+
+  // A lag limit above the learner's version drops nothing.
+  for (uint64_t version : {0, 1}) {
+    auto slot = ring->claim(0ms);
+    ASSERT_TRUE(slot);
+    ring->commit(*slot, {.policy_version = version});
+  }
+  taken = ring->take(2, 2, 16, 0ms);
+  ASSERT_TRUE(taken);
+  ring->release(*taken);
+  EXPECT_EQ(ring->counters().dropped_stale, 2u);
 }
 
-TEST(RingTest, TakeFromGivesOneActorsOldestUnrollsWhateverTheirLag) {
+TEST(RingTest, TakeFromGivesOneActorsOldestUnrolls) {
   auto ring = Ring::create(testing::unique_name("from"), testing::test_spec(), 8);
   // (actor, version) in commit order.
   for (auto [actor, version] :
@@ -359,7 +370,6 @@ TEST(RingTest, TakeFromGivesOneActorsOldestUnrollsWhateverTheirLag) {
   for (auto& t : *taken) versions.push_back(t.stamp.policy_version);
   EXPECT_EQ(versions, (std::vector<uint64_t>{1, 3})) << "actor 1's, oldest commits first";
   ring->release(*taken);
-  // A learner at version 1000 with lag 1 would drop them all; take_from keeps them.
   taken = ring->take_from(0, 2, 0ms);
   ASSERT_TRUE(taken);
   ring->release(*taken);

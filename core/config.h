@@ -116,6 +116,7 @@ struct ModelConfig {
   enum class Activation { kTanh, kRelu };
   enum class Core { kNone, kLstm };
   enum class FastPath { kAuto, kOff };
+  enum class Init { kDefault, kOrthogonal };
 
   Kind kind = Kind::kAuto;                    // mlp, impala_cnn, or auto (by observation rank)
   std::vector<int64_t> hidden = {64, 64};     // MLP hidden layer widths
@@ -126,6 +127,13 @@ struct ModelConfig {
   // (forward, backward, Adam) through fused code (model/fast_mlp.h,
   // fast_mlp_train.h, fast_adam.h); off, and every other model: LibTorch.
   FastPath fast_path = FastPath::kAuto;
+  // default: LibTorch's layer initialisation, the policy head's weights
+  // scaled by 0.01; orthogonal: every weight matrix orthogonal with gain √2
+  // (torso), 0.01 (policy head), 1 (value head and LSTM), biases 0 — the
+  // initialisation of the PPO implementations that reach the published
+  // MuJoCo and Atari returns (CleanRL, Stable-Baselines3).
+  Init init = Init::kDefault;
+  double log_std_init = 0.0;  // the Gaussian head's initial log-std, every dimension
 };
 
 // The spelling of each choice in TOML, in enum order: the one list of them.
@@ -142,6 +150,7 @@ constexpr ChoiceNames<3> names_of(ModelConfig::Kind) { return {"auto", "mlp", "i
 constexpr ChoiceNames<2> names_of(ModelConfig::Activation) { return {"tanh", "relu"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::Core) { return {"none", "lstm"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::FastPath) { return {"auto", "off"}; }
+constexpr ChoiceNames<2> names_of(ModelConfig::Init) { return {"default", "orthogonal"}; }
 
 // A choice as its config word ("rmsprop"), for messages; "?" for a value
 // outside the enum (validate() refuses those).

@@ -112,7 +112,12 @@ void check_distributed(const DistributedConfig& d) {
 // node's actors in a fixed order, and room in the ring for them to act one
 // batch ahead while the learner gathers the next.
 void check_deterministic(const Config& c) {
-  if (c.actor.count && *c.actor.count == 0) {
+  if (!c.actor.count) {
+    fail(
+        "run.deterministic = true: expected actor.count set to a number, not \"auto\" (which "
+        "counts the cores and memory free at start, so two runs could differ)");
+  }
+  if (*c.actor.count == 0) {
     fail(
         "run.deterministic = true: expected actor.count above 0 (the batches come from this "
         "node's actors in a fixed order)");

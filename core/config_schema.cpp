@@ -64,6 +64,8 @@ std::vector<Field> fields(Config& c) {
     {"model",       "activation",            choice(&c.model.activation),         0,     0,                    choices(c.model.activation),    kSame,    "MLP activation"},
     {"model",       "core",                  choice(&c.model.core),               0,     0,                    choices(c.model.core),          kSame,    "recurrent core between the torso and the heads: none (feed-forward) or lstm"},
     {"model",       "core_hidden",           &c.model.core_hidden,                1,     4096,                 {},                             kSame,    "the LSTM's hidden and cell state width (model.core = \"lstm\")"},
+    {"model",       "init",                  choice(&c.model.init),               0,     0,                    choices(c.model.init),          kSame,    "default: LibTorch's, the policy head × 0.01; orthogonal: gains √2 (torso), 0.01 (policy head), 1 (value head, LSTM), biases 0"},
+    {"model",       "log_std_init",          &c.model.log_std_init,               -20,   2,                    {},                             kSame,    "a Gaussian policy's initial log standard deviation (state-independent, learned)"},
     {"model",       "fast_path",             choice(&c.model.fast_path),          0,     0,                    choices(c.model.fast_path),     kSame,    "auto: MLP policies on the CPU act and train through fused code (model/fast_mlp.h); off: LibTorch"},
 
     {"run",         "name",                  &c.run.name,                         0,     0,                    {},                             kSame,    "run name; empty = generated from the start time"},

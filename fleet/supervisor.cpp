@@ -74,13 +74,13 @@ void Supervisor::reaped(size_t index, int status, Clock::time_point now) {
   watchdog_.died(fmt::format("actor {} {}", index, death.how), death.crash);
 }
 
-void Supervisor::poll(uint64_t committed) {
+void Supervisor::poll(uint64_t committed, bool learner_waits) {
   const auto now = Clock::now();
   if (committed != committed_) {  // the actors work: a crash from now on waits little again
     committed_ = committed;
     for (Actor& a : actors_) a.backoff = kFirstBackoff;
   }
-  watchdog_.observe(committed, desired(), now);
+  watchdog_.observe(committed, learner_waits ? 0 : desired(), now);
   std::erase_if(retiring_, [&](Retiring& r) {
     r.output.drain();
     if (waitpid(r.pid, nullptr, WNOHANG) != r.pid) {

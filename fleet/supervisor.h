@@ -62,8 +62,10 @@ class Supervisor {
   // wait has passed, starts wanted ones (paced), and reaps retired ones
   // (SIGKILL past their grace). `committed` is the ring's committed-unroll
   // counter: progress for the watchdog, which throws pronghorn::Error from
-  // here when the job must end.
-  void poll(uint64_t committed);
+  // here when the job must end. `learner_waits`: the learner takes no unrolls
+  // for now (run.deterministic while an evaluation runs), so actors that
+  // stop committing are not stalled.
+  void poll(uint64_t committed, bool learner_waits = false);
   // Keeps `count` actors from now on: the missing ones start over the next
   // polls, or the highest-numbered ones are retired. Growing past what this
   // node holds (fleet/actor_capacity.h) throws UsageError, unless

@@ -58,8 +58,15 @@ void ActorFleet::start(const std::string& slab_name, const buffer::WeightSlab& s
   if (o_.remote_actors) remote_ = o_.remote_actors(*ring_, slab, to_toml(c));
 }
 
-void ActorFleet::poll() {
-  supervisor_->poll(ring_->counters().committed);  // throws when actors keep failing
+void ActorFleet::poll(bool learner_waits) {
+  // Throws when actors keep failing.
+  supervisor_->poll(ring_->counters().committed, learner_waits);
+  if (o_.config.run.deterministic && supervisor_->restarts() > 0) {
+    throw Error(
+        "run.deterministic = true: an actor died and was restarted, and its unrolls would not be "
+        "the ones a run with this seed makes; the job ends (its checkpoints stand; --resume "
+        "continues it, not bit for bit)");
+  }
   if (!remote_) return;
   const auto now = std::chrono::steady_clock::now();
   if (now - rows_at_ >= 100ms) {  // fresh while nothing trains, too

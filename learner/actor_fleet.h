@@ -39,9 +39,9 @@ class ActorFleet {
              int seed_rank);
 
   // Watches the actors (restarts, output); throws pronghorn::Error when they
-  // keep failing (fleet/actor_watchdog.h). Every 100 ms or more, refreshes
-  // the nodes' rows.
-  void poll();
+  // keep failing (fleet/actor_watchdog.h); not stalled while `learner_waits`
+  // (Supervisor::poll). Every 100 ms or more, refreshes the nodes' rows.
+  void poll(bool learner_waits = false);
   // The next prepared batch, or nothing within `wait`.
   std::optional<PreparedBatch> next_batch(std::chrono::milliseconds wait);
   // The policy version batches are judged against from now on.

@@ -84,6 +84,12 @@ void Learner::Loop::start() {
       "training {} on {} in {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
       c.run.name, o_.env.name, o_.run_dir, fleet_.initial_actors(), c.env.num_envs,
       c.actor.unroll_length, c.learner.batch_size, policy_.trainer().device().str());
+  if (c.run.deterministic && !policy_.trainer().device().is_cpu()) {
+    spdlog::warn(
+        "run.deterministic = true with the learner on {}: untested there (GPU kernels may reduce "
+        "in another order each run); learner.device = \"cpu\" is the tested one",
+        policy_.trainer().device().str());
+  }
   const auto now = Clock::now();
   reports_.start(now);  // after any resume
   schedule_.start(now);
@@ -102,7 +108,7 @@ TrainResult Learner::Loop::run() {
   const auto solved_now = [this] { return schedule_.recheck_solved(); };
   bool finished = false;  // the target or the step budget reached
   for (;;) {
-    fleet_.poll();  // throws when actors keep failing
+    fleet_.poll(schedule_.holds_training());  // throws when actors keep failing
     control_.handle(fleet_, schedule_, status_now);
     if (control_.stopping() && step_->stops_alone()) break;
     control_.publish_if_due(status_now);

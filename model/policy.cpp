@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -29,6 +30,8 @@ ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   spec.hidden = config.hidden;
   spec.activation = config.activation;
   spec.core_hidden = config.core == ModelConfig::Core::kLstm ? config.core_hidden : 0;
+  spec.init = config.init;
+  spec.log_std_init = config.log_std_init;
   return spec;
 }
 
@@ -95,11 +98,44 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
   }
   policy_ = register_module("policy", torch::nn::Linear(width, spec.actions));
   value_ = register_module("value", torch::nn::Linear(width, 1));
-  // Small initial policy weights: a near-uniform first policy explores.
+  if (spec.continuous) {
+    log_std_ = register_parameter("log_std", at::full({spec.actions}, spec.log_std_init));
+  }
   torch::NoGradGuard no_grad;
-  policy_->weight.mul_(0.01);
-  policy_->bias.zero_();
-  if (spec.continuous) log_std_ = register_parameter("log_std", at::zeros({spec.actions}));
+  if (spec.init == ModelConfig::Init::kOrthogonal) {
+    initialise_orthogonally();
+  } else {
+    // Small initial policy weights: a near-uniform first policy explores.
+    policy_->weight.mul_(0.01);
+    policy_->bias.zero_();
+  }
+}
+
+// model.init = "orthogonal": each weight orthogonal (its rows, or its
+// columns, orthonormal, times the gain; a conv's as [out, in·kh·kw]), each
+// bias 0. √2 suits relu and is what CleanRL and Stable-Baselines3 use for
+// tanh torsos too.
+void PolicyNetImpl::initialise_orthogonally() {
+  const auto set = [](at::Tensor& weight, at::Tensor& bias, double gain) {
+    torch::nn::init::orthogonal_(weight, gain);
+    if (bias.defined()) bias.zero_();
+  };
+  for (const std::shared_ptr<torch::nn::Module>& m : torso_->modules(/*include_self=*/false)) {
+    if (auto* linear = m->as<torch::nn::Linear>())
+      set(linear->weight, linear->bias, std::sqrt(2.0));
+    if (auto* conv = m->as<torch::nn::Conv2d>()) set(conv->weight, conv->bias, std::sqrt(2.0));
+  }
+  if (core_) {
+    for (at::Tensor& p : core_->parameters()) {
+      if (p.dim() == 2) {
+        torch::nn::init::orthogonal_(p, 1.0);
+      } else {
+        p.zero_();
+      }
+    }
+  }
+  set(policy_->weight, policy_->bias, 0.01);
+  set(value_->weight, value_->bias, 1.0);
 }
 
 at::Tensor gaussian_log_prob(const at::Tensor& x, const at::Tensor& mean,

@@ -32,6 +32,8 @@ struct ModelSpec {
   std::vector<int64_t> hidden = {64, 64};
   ModelConfig::Activation activation = ModelConfig::Activation::kTanh;
   int64_t core_hidden = 0;  // the LSTM core's width; 0 = feed-forward
+  ModelConfig::Init init = ModelConfig::Init::kDefault;
+  double log_std_init = 0.0;
 };
 
 // The model an env needs: its observation and action spaces, and the config.
@@ -80,6 +82,7 @@ class PolicyNetImpl : public torch::nn::Module {
   void read_flat(const float* in);
 
  private:
+  void initialise_orthogonally();
   at::Tensor features(const at::Tensor& obs);  // the torso's output, [N, width]
   PolicyOutput heads(const at::Tensor& features);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -114,6 +115,54 @@ TEST(ModelTest, MlpOverPixelsFlattensThem) {
   EXPECT_EQ(net->parameter_count(), (1024 * 256 + 256) + (256 * 3 + 3) + (256 + 1));
   EXPECT_EQ(net->forward(at::rand({4, 1, 32, 32})).logits.sizes(), (at::IntArrayRef{4, 3}));
   EXPECT_THROW(net->forward(at::zeros({4, 1, 32, 32}, at::kByte)), Error);
+}
+
+// |W Wᵀ − g² I| (rows orthonormal × g) for a wide or square W, |Wᵀ W − g² I|
+// for a tall one, in float64; a conv's weight as [out, in·kh·kw].
+double orthogonality_error(const at::Tensor& weight, double gain) {
+  at::Tensor w = weight.detach().to(at::kDouble).flatten(1);
+  if (w.size(0) > w.size(1)) w = w.t();
+  const at::Tensor gram = at::mm(w, w.t());
+  return (gram - gain * gain * at::eye(w.size(0), at::kDouble)).abs().max().item<double>();
+}
+
+TEST(ModelTest, OrthogonalInitGivesEachLayerItsGainAndZeroBiases) {
+  ModelSpec mlp;
+  mlp.obs_shape = {8};
+  mlp.actions = 2;
+  mlp.continuous = true;
+  mlp.hidden = {64, 32};
+  mlp.core_hidden = 16;
+  mlp.init = ModelConfig::Init::kOrthogonal;
+  mlp.log_std_init = -0.5;
+  ModelSpec cnn = pixel_spec();
+  cnn.init = ModelConfig::Init::kOrthogonal;
+  for (const ModelSpec& spec : {mlp, cnn}) {
+    PolicyNet net(spec);
+    int weights = 0;
+    for (const auto& item : net->named_parameters()) {
+      const std::string& name = item.key();
+      const at::Tensor& p = item.value();
+      if (name == "log_std") {
+        EXPECT_TRUE(at::equal(p, at::full({2}, -0.5))) << "model.log_std_init";
+      } else if (p.dim() == 1) {
+        EXPECT_EQ(p.abs().max().item<float>(), 0.0f) << name;
+      } else {
+        const double gain = name.starts_with("policy.") ? 0.01
+                            : name.starts_with("value.") || name.starts_with("core.")
+                                ? 1.0
+                                : std::sqrt(2.0);
+        EXPECT_LT(orthogonality_error(p, gain), 1e-5 * gain * gain + 1e-6) << name;
+        ++weights;
+      }
+    }
+    EXPECT_GE(weights, spec.pixels ? 18 : 6) << "every weight matrix checked";
+  }
+  // The default init is not orthogonal (what the option changes).
+  ModelSpec plain = mlp;
+  plain.init = ModelConfig::Init::kDefault;
+  PolicyNet net(plain);
+  EXPECT_GT(orthogonality_error(net->named_parameters()["torso.0.weight"], std::sqrt(2.0)), 0.1);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // run.deterministic end to end, as real processes: the same config and seed
 // run twice give the same checkpoints, byte for byte (CartPole to solved,
 // Pendulum for 2 M steps, two actors each); what it cannot hold is refused
-// with one line.
+// with one line; an actor that dies ends the job.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -94,16 +96,56 @@ TEST(DeterministicTest, WhatItCannotHoldIsRefusedInOneLine) {
   for (const Case& c : std::vector<Case>{
            {"--set actor.count=2 --set learner.batch_size=3",
             "learner.batch_size = 3 must be a multiple of the 2 actors"},
+           {"--set actor.count=auto", "expected actor.count set to a number"},
            {"--set actor.count=0", "expected actor.count above 0"},
-           {"--set learner.batch_size=9 --set learner.ring_slots=16",
+           {"--set actor.count=1 --set learner.batch_size=9 --set learner.ring_slots=16",
             "learner.ring_slots = 16: run.deterministic = true needs at least 2 × "
             "learner.batch_size = 18"},
-           {"--set remote.address=127.0.0.1:0", "expected remote.address empty"},
+           {"--set actor.count=1 --set remote.address=127.0.0.1:0",
+            "expected remote.address empty"},
        }) {
     const Outcome o = train(run.dir, "--set run.deterministic=true " + c.args);
     EXPECT_EQ(o.code, 2) << c.args << "\n" << o.output;
     EXPECT_NE(o.output.find(c.expected), std::string::npos) << c.args << "\n" << o.output;
+    EXPECT_EQ(lines_of(o.output).size(), 1u) << c.args << "\n" << o.output;
   }
+}
+
+// The actor processes among `pid`'s children, by their command line.
+std::vector<pid_t> actors_of(pid_t pid) {
+  std::vector<pid_t> out = children_of(pid);
+  std::erase_if(out, [](pid_t child) {
+    return slurp("/proc/" + std::to_string(child) + "/cmdline").find("actor-process") ==
+           std::string::npos;
+  });
+  return out;
+}
+
+TEST(DeterministicTest, AnActorThatDiesEndsTheJobInOneLineAndScaleIsRefused) {
+  TrainRun run;
+  pid_t pid = start_pronghorn({"train", "--run-dir", run.dir, "--set", "run.name=" + run.name,
+                               "--set", "run.deterministic=true", "--set", "actor.count=2", "--set",
+                               "run.target_return=0", "--set", "run.total_steps=1000000000",
+                               "--set", "run.report_interval_s=0.2", "--set",
+                               "server.address=127.0.0.1:0", "--set", "server.metrics_port=0"});
+  StopOnExit guard{pid};
+  ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
+
+  const auto [code, out] =
+      shell(std::string(PRONGHORN_BIN) + " scale --actors 3 --run-dir " + run.dir);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("run.deterministic = true: this job's 2 actors are fixed"), std::string::npos)
+      << out;
+
+  const std::vector<pid_t> actors = actors_of(pid);
+  ASSERT_EQ(actors.size(), 2u);
+  ASSERT_EQ(kill(actors[1], SIGKILL), 0);
+  int status = -1;
+  ASSERT_TRUE(ended_within(guard.pid, status, std::chrono::seconds(30)));
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(slurp(run.dir + "/train.log").find("an actor died and was restarted"),
+            std::string::npos);
+  EXPECT_TRUE(leftover_segments(run.name).empty());
 }
 
 }  // namespace
