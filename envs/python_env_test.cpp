@@ -109,6 +109,24 @@ TEST(PythonEnvTest, LunarLanderIsGymnasiumsBitForBit) {
   expect_same_as_gymnasium(test_python(), {"LunarLander-v3", 4, 800, 100, 2, 1});
 }
 
+// MuJoCo locomotion (float64 observations, taken as float32): HalfCheetah
+// never terminates; Hopper, Walker2d and Ant fall under random actions.
+TEST(PythonEnvTest, HalfCheetahIsGymnasiumsBitForBit) {
+  expect_same_as_gymnasium(test_python(), {"HalfCheetah-v5", 4, 120, 50, 0, 2});
+}
+
+TEST(PythonEnvTest, HopperIsGymnasiumsBitForBit) {
+  expect_same_as_gymnasium(test_python(), {"Hopper-v5", 4, 300, 30, 2, 1});
+}
+
+TEST(PythonEnvTest, Walker2dIsGymnasiumsBitForBit) {
+  expect_same_as_gymnasium(test_python(), {"Walker2d-v5", 4, 300, 20, 2, 2});
+}
+
+TEST(PythonEnvTest, AntIsGymnasiumsBitForBit) {
+  expect_same_as_gymnasium(test_python(), {"Ant-v5", 4, 300, 40, 1, 1});
+}
+
 // EnvPool resets an ended env on its next step; the worker's SAME_STEP
 // vector over it must neither lose nor make up a transition.
 TEST(PythonEnvTest, EnvPoolsCartPoleIsEnvPoolsBitForBit) {
