@@ -109,6 +109,10 @@ struct LossConfig {
   Reduction reduction = Reduction::kMean;  // over the T·B samples of a batch: mean or sum
   // Advantages to mean 0, std 1 over each minibatch before the policy loss.
   bool normalize_advantages = false;
+  // Rewards (after reward_scale) divided by a running estimate of the
+  // discounted return's standard deviation, clipped to ±10
+  // (learner/return_scaling.h).
+  bool return_scaling = false;
 };
 
 struct ModelConfig {

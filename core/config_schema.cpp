@@ -57,6 +57,7 @@ std::vector<Field> fields(Config& c) {
     {"loss",        "baseline_cost",         &c.loss.baseline_cost,               0,     1e6,                  {},                             kSame,    "weight of the value loss"},
     {"loss",        "entropy_cost",          &c.loss.entropy_cost,                0,     1e6,                  {},                             kSame,    "weight of the entropy bonus"},
     {"loss",        "reduction",             choice(&c.loss.reduction),           0,     0,                    choices(c.loss.reduction),      kSame,    "how loss terms reduce over T·B samples"},
+    {"loss",        "return_scaling",        &c.loss.return_scaling,              0,     0,                    {},                             kSame,    "divide rewards by a running estimate of the discounted return's standard deviation, clipped to ±10 (Stable-Baselines3's norm_reward)"},
     {"loss",        "normalize_advantages",  &c.loss.normalize_advantages,        0,     0,                    {},                             kSame,    "advantages to mean 0, std 1 over each minibatch before the policy loss"},
 
     {"model",       "kind",                  choice(&c.model.kind),               0,     0,                    choices(c.model.kind),          kSame,    "auto: MLP for vectors, IMPALA CNN for images"},

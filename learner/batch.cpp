@@ -41,6 +41,7 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
                              slot.episode_returns + s.stamp.episodes);
     b.episode_lengths.insert(b.episode_lengths.end(), slot.episode_lengths,
                              slot.episode_lengths + s.stamp.episodes);
+    b.actors.push_back(s.stamp.actor);
     const uint64_t lag = version - std::min(version, s.stamp.policy_version);
     b.lag_sum += lag;
     b.lag_max = std::max(b.lag_max, lag);

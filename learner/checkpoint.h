@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "learner/return_scaling.h"
 #include "learner/run_counters.h"
 
 namespace pronghorn::learner {
@@ -42,6 +43,9 @@ struct Checkpoint {
   std::vector<NamedShape> parameter_layout;
   std::string optimizer;  // LibTorch-serialised optimizer state
   std::string rng;        // the learner's RNG state bytes
+  // loss.return_scaling's statistics (learner/return_scaling.h); none when
+  // the run does not scale returns, or the file predates them.
+  std::optional<ReturnStats> return_stats;
 };
 
 // Bytes read from one checkpoint file unless the caller knows better (a

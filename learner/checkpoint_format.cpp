@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -22,7 +23,8 @@ constexpr uint64_t kMaxRank = 8;
 // The least a parameter tensor takes: its name's size, its rank, its data's size.
 constexpr uint64_t kMinTensorBytes = 24;
 constexpr std::string_view kCounters = "counters", kParameters = "parameters",
-                           kOptimizer = "optimizer", kRng = "rng";
+                           kOptimizer = "optimizer", kRng = "rng",
+                           kReturnScaling = "return_scaling";
 constexpr std::array<std::string_view, 4> kRequired = {kCounters, kParameters, kOptimizer, kRng};
 
 void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
@@ -230,6 +232,26 @@ bool read_parameters(std::string_view body, Checkpoint& c, std::string* why) {
   return true;
 }
 
+// "return_scaling": count, mean, var, f64 each; count above 0, var at least 0.
+bool read_return_stats(std::string_view body, Checkpoint& c, std::string* why) {
+  ReturnStats stats;
+  if (body.size() != 3 * sizeof(double)) {
+    *why = fmt::format("section \"return_scaling\" holds {} bytes, expected 24", body.size());
+    return false;
+  }
+  std::memcpy(&stats.count, body.data(), 8);
+  std::memcpy(&stats.mean, body.data() + 8, 8);
+  std::memcpy(&stats.var, body.data() + 16, 8);
+  if (!(stats.count > 0 && stats.var >= 0 && std::isfinite(stats.count) &&
+        std::isfinite(stats.mean) && std::isfinite(stats.var))) {
+    *why = fmt::format("section \"return_scaling\": count {}, mean {}, var {} are not statistics",
+                       stats.count, stats.mean, stats.var);
+    return false;
+  }
+  c.return_stats = stats;
+  return true;
+}
+
 std::optional<Checkpoint> decode_sections(std::string_view payload, std::string* why) {
   const std::optional<std::vector<SectionView>> sections = split_sections(payload, why);
   if (!sections) return std::nullopt;
@@ -243,6 +265,8 @@ std::optional<Checkpoint> decode_sections(std::string_view payload, std::string*
       c.optimizer.assign(s.body);
     } else if (s.name == kRng) {
       c.rng.assign(s.body);
+    } else if (s.name == kReturnScaling) {
+      if (!read_return_stats(s.body, c, why)) return std::nullopt;
     } else if ((s.flags & kSectionOptional) == 0) {
       *why = fmt::format(
           "section \"{}\" is not one this pronghorn reads and is not marked optional (a newer "
@@ -315,10 +339,18 @@ std::vector<Section> sections_of(const Checkpoint& c) {
   }
   PRONGHORN_ASSERT(at == c.parameters.size(), "the layout covers ", at, " of ", c.parameters.size(),
                    " parameters");
-  return {{std::string(kCounters), 0, std::move(counters)},
-          {std::string(kParameters), 0, std::move(parameters)},
-          {std::string(kOptimizer), 0, c.optimizer},
-          {std::string(kRng), 0, c.rng}};
+  std::vector<Section> sections = {{std::string(kCounters), 0, std::move(counters)},
+                                   {std::string(kParameters), 0, std::move(parameters)},
+                                   {std::string(kOptimizer), 0, c.optimizer},
+                                   {std::string(kRng), 0, c.rng}};
+  if (c.return_stats) {  // optional: the policy means the same without it
+    std::string stats;
+    for (double v : {c.return_stats->count, c.return_stats->mean, c.return_stats->var}) {
+      stats.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    sections.push_back({std::string(kReturnScaling), kSectionOptional, std::move(stats)});
+  }
+  return sections;
 }
 
 std::string encode_sections(const std::vector<Section>& sections) {

@@ -19,6 +19,10 @@
 //                 parameter index: learner/optimizer_archive.h)
 //   "rng"         body = the learner's CPU generator state
 //   All four are required.
+//   "return_scaling" (optional) body = count mean var, f64 each: the
+//                 running statistics of loss.return_scaling
+//                 (learner/return_scaling.h); training goes on without
+//                 them, the policy means the same.
 //
 //   PHCKPT01 payload = env_steps learner_steps episodes policy_version (u64
 //                      each) parameters:str (flat float32) optimizer:str rng:str

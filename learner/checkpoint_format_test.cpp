@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "core/files.h"
@@ -41,6 +42,7 @@ void expect_same(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.parameter_layout, b.parameter_layout);
   EXPECT_EQ(a.optimizer, b.optimizer);
   EXPECT_EQ(a.rng, b.rng);
+  EXPECT_EQ(a.return_stats, b.return_stats);
 }
 
 // What read_checkpoint() says of a file of `format` holding `payload` (its
@@ -84,6 +86,31 @@ TEST(CheckpointFormatTest, RoundTripsEverySectionWithNamesAndShapes) {
 // run.target_return=0 --set actor.count=1` on CartPole with the default
 // model (4675 parameters) and Adam, stopping at 2048 env steps; the values
 // below were read from its bytes then.
+TEST(CheckpointFormatTest, ReturnScalingStatisticsRoundTripInAnOptionalSection) {
+  Checkpoint c = sample();
+  c.return_stats = ReturnStats{.count = 12345.0, .mean = -0.25, .var = 3.5};
+  const std::vector<Section> sections = sections_of(c);
+  ASSERT_EQ(sections.size(), 5u);
+  EXPECT_EQ(sections[4].name, "return_scaling");
+  EXPECT_EQ(sections[4].flags, kSectionOptional) << "the policy means the same without it";
+  const std::string path = fresh_folder("return-stats") + "/" + checkpoint_file_name(6400);
+  write_checkpoint_file(path, c);
+  std::string why;
+  const std::optional<Checkpoint> back = read_checkpoint(path, &why);
+  ASSERT_TRUE(back) << why;
+  expect_same(*back, c);
+
+  std::vector<Section> bad = sections_of(sample());
+  EXPECT_EQ(why_refused(encode_sections(with(bad, {"return_scaling", kSectionOptional, "short"}))),
+            "section \"return_scaling\" holds 5 bytes, expected 24");
+  std::string negative(24, '\0');
+  const double count = 1.0, var = -1.0;
+  std::memcpy(negative.data(), &count, 8);
+  std::memcpy(negative.data() + 16, &var, 8);
+  EXPECT_EQ(why_refused(encode_sections(with(bad, {"return_scaling", kSectionOptional, negative}))),
+            "section \"return_scaling\": count 1, mean 0, var -1 are not statistics");
+}
+
 TEST(CheckpointFormatTest, ReadsTheFormat1FileTheEarlierWriterWrote) {
   const std::string path = PRONGHORN_CHECKPOINT_V1;
   ASSERT_EQ(read_file(path).substr(0, 8), "PHCKPT01");

@@ -28,6 +28,7 @@ Checkpoint PolicyTraining::snapshot(uint64_t env_steps, uint64_t learner_steps, 
   ck.optimizer = trainer_.optimizer_state();
   at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
   ck.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
+  if (const ReturnScaler* scaler = trainer_.return_scaler()) ck.return_stats = scaler->stats();
   return ck;
 }
 

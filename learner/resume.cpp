@@ -149,6 +149,15 @@ void apply(const Checkpoint& c, Trainer& trainer, const Config& config) {
       checked_optimizer_state(c.optimizer, trainer, config, c.counters.learner_steps);
   trainer.load_optimizer_state(optimizer);
   trainer.model()->read_flat(c.parameters.data());
+  if (ReturnScaler* scaler = trainer.return_scaler()) {
+    if (c.return_stats) {
+      scaler->restore(*c.return_stats);
+    } else {
+      spdlog::warn(
+          "checkpoint holds no return-scaling statistics: loss.return_scaling starts them "
+          "afresh");
+    }
+  }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(rng);
 }

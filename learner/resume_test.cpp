@@ -120,6 +120,23 @@ void drop_exp_avg(torch::optim::Optimizer& optimizer) {
   }
 }
 
+TEST(ResumeTest, ReturnScalingStatisticsComeBackWithTheCheckpoint) {
+  const std::string dir = fresh_folder("return-stats");
+  const std::vector<std::string> scaled = {"loss.return_scaling=true", "env.num_envs=8"};
+  Learner original(scaled);
+  Batch b = random_batch(1);
+  b.actors = {0};  // one unroll of K = 8 envs
+  original.trainer.learn(b, 0.0);
+  Checkpoint c = snapshot(original, 1);
+  c.return_stats = original.trainer.return_scaler()->stats();
+  ASSERT_NE(*c.return_stats, ReturnStats{}) << "4 steps of 8 envs moved them";
+  save_checkpoint(dir, c, 3);
+  Learner resumed(scaled);
+  resume_from_checkpoints(dir, resumed.trainer, resumed.config);
+  EXPECT_EQ(resumed.trainer.return_scaler()->stats(), *c.return_stats);
+  EXPECT_EQ(Learner().trainer.return_scaler(), nullptr) << "off by default";
+}
+
 TEST(ResumeTest, RestoresWeightsOptimizerRngAndCountersFromTheNewest) {
   const std::string dir = fresh_folder("restore");
   Learner original;

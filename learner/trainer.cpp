@@ -42,6 +42,7 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
       epochs_(c.learner.epochs),
       minibatches_(c.learner.minibatches),
       permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))) {
+  if (c.loss.return_scaling) return_scaler_.emplace(c.loss.discount, c.env.num_envs);
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
                     static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
   loss_options_.kind =
@@ -98,7 +99,15 @@ Batch Trainer::on_device(const Batch& cpu) const {
 
 void Trainer::start_batch(const Batch& batch) {
   const auto start = Clock::now();
-  batch_ = on_device(batch);
+  if (return_scaler_) {  // on a copy of the rewards: the caller's batch stays as taken
+    Batch scaled = batch;
+    scaled.rewards = batch.rewards.clone();
+    return_scaler_->scale(scaled.rewards, batch.discounts.eq(0).bitwise_or(batch.truncated.ne(0)),
+                          batch.actors);
+    batch_ = on_device(scaled);
+  } else {
+    batch_ = on_device(batch);
+  }
   const int64_t N = batch_.rewards.size(1);
   PRONGHORN_CHECK(N % minibatches_ == 0, "learner step: learner.minibatches = ", minibatches_,
                   " does not divide the batch's ", N, " columns");

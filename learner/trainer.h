@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "kernels/losses.h"
 #include "kernels/vtrace.h"
 #include "learner/batch.h"
+#include "learner/return_scaling.h"
 #include "model/policy_face.h"
 
 namespace pronghorn::learner {
@@ -48,6 +50,8 @@ class Trainer {
   TrainingPolicy& policy() { return policy_; }
   std::string optimizer_state();
   void load_optimizer_state(const std::string& state);
+  // loss.return_scaling's running statistics; null when it is off.
+  ReturnScaler* return_scaler() { return return_scaler_ ? &*return_scaler_ : nullptr; }
 
   // Every optimizer step of `batch` (learner.epochs × learner.minibatches);
   // `progress` in [0, 1] drives the LR schedule. Returns their stats, add()ed.
@@ -100,6 +104,7 @@ class Trainer {
   kernels::LossOptions loss_options_;
   const int64_t epochs_, minibatches_;
   at::Generator permutations_;  // run.seed's, CPU
+  std::optional<ReturnScaler> return_scaler_;
   // The started batch: on the device, its GAE advantages and returns when
   // computed once ([T, N], else undefined), and each step's columns.
   Batch batch_;
