@@ -68,8 +68,8 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   ActingLoop acting(std::move(env), PolicyNet(model_spec_for(spec, o.config.model)),
                     o.config.model.fast_path, sampling_seed);
   InferencePolicy& policy = acting.policy();
-  auto slab = buffer::WeightSlab::attach(o.slab, policy.parameter_count());
-  std::vector<float> flat(policy.parameter_count());
+  auto slab = buffer::WeightSlab::attach(o.slab, policy.published_count());
+  std::vector<float> flat(policy.published_count());
   const size_t obs_row = spec.obs_bytes() * K;
   const bool continuous = spec.action_kind == ActionKind::kContinuous;
 

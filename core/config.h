@@ -104,6 +104,10 @@ struct LossConfig {
   double rho_pg_bar = 1.0;  // clips importance weights in the policy-gradient advantage
   double gae_lambda = 0.95;
   double ppo_clip = 0.2;
+  // > 0: PPO's value clipping (CleanRL's clip_vloss): the value loss is the
+  // larger of the plain one and that of the value clipped to within this of
+  // the value the batch started with (kernels/loss_math.h). PPO only.
+  double value_clip = 0.0;
   double baseline_cost = 0.5;
   double entropy_cost = 0.01;
   Reduction reduction = Reduction::kMean;  // over the T·B samples of a batch: mean or sum
@@ -138,6 +142,16 @@ struct ModelConfig {
   // MuJoCo and Atari returns (CleanRL, Stable-Baselines3).
   Init init = Init::kDefault;
   double log_std_init = 0.0;  // the Gaussian head's initial log-std, every dimension
+  // The value head on an MLP torso of its own (model.hidden, activation), not
+  // on the policy's: separate actor and critic, as CleanRL's and
+  // Stable-Baselines3's continuous-control PPO. MLP policies without a core.
+  bool separate_value = false;
+  // Float observations normalised by a running mean and variance before the
+  // network, then clipped to ±observation_clip (model/observation_norm.h):
+  // the learner updates the statistics from each batch and publishes them
+  // with the weights; evaluation and export use them frozen.
+  bool normalize_observations = false;
+  double observation_clip = 10.0;
 };
 
 // The spelling of each choice in TOML, in enum order: the one list of them.

@@ -162,6 +162,10 @@ void config_schema::check_combinations(const Config& c) {
                     "IMPALA loss uses V-trace",
                     quoted(to_string(c.loss.kind))));
   }
+  if (c.loss.value_clip > 0 && c.loss.kind != LossConfig::Kind::kPpo) {
+    fail(fmt::format("loss.value_clip = {}: expected loss.kind = \"ppo\" (is {})",
+                     c.loss.value_clip, quoted(to_string(c.loss.kind))));
+  }
   if (c.server.tls_cert.empty() != c.server.tls_key.empty()) {
     fail("server.tls_cert and server.tls_key: expected both set or both empty");
   }
@@ -198,6 +202,14 @@ void config_schema::check_combinations(const Config& c) {
   }
   check_distributed(c.distributed);
   if (c.run.deterministic) check_deterministic(c);
+  // Each learner would learn its own statistics from its own batches, and the
+  // replicas must stay the same policy.
+  if (c.model.normalize_observations && c.distributed.world_size && *c.distributed.world_size > 1) {
+    fail(fmt::format(
+        "model.normalize_observations = true: expected one learner (distributed.world_size = "
+        "{}); several learners do not share observation statistics yet",
+        *c.distributed.world_size));
+  }
   if (!c.remote.address.empty()) check_address("remote.address", c.remote.address);
   if (c.remote.credits >= c.learner.ring_slots) {
     fail(fmt::format("remote.credits = {}: expected fewer than learner.ring_slots = {}",

@@ -54,6 +54,7 @@ std::vector<Field> fields(Config& c) {
     {"loss",        "rho_pg_bar",            &c.loss.rho_pg_bar,                  0,     kInf,                 {},                             kSame,    "ρ̄ of the policy-gradient advantage"},
     {"loss",        "gae_lambda",            &c.loss.gae_lambda,                  0,     1,                    {},                             kSame,    "GAE λ"},
     {"loss",        "ppo_clip",              &c.loss.ppo_clip,                    0,     1,                    {},                             kSame,    "PPO ratio clip ε"},
+    {"loss",        "value_clip",            &c.loss.value_clip,                  0,     1e6,                  {},                             kSame,    "0: off; else PPO's value clipping: the larger of the plain value loss and that of the value kept within this of the batch's starting value (PPO)"},
     {"loss",        "baseline_cost",         &c.loss.baseline_cost,               0,     1e6,                  {},                             kSame,    "weight of the value loss"},
     {"loss",        "entropy_cost",          &c.loss.entropy_cost,                0,     1e6,                  {},                             kSame,    "weight of the entropy bonus"},
     {"loss",        "reduction",             choice(&c.loss.reduction),           0,     0,                    choices(c.loss.reduction),      kSame,    "how loss terms reduce over T·B samples"},
@@ -67,6 +68,9 @@ std::vector<Field> fields(Config& c) {
     {"model",       "core_hidden",           &c.model.core_hidden,                1,     4096,                 {},                             kSame,    "the LSTM's hidden and cell state width (model.core = \"lstm\")"},
     {"model",       "init",                  choice(&c.model.init),               0,     0,                    choices(c.model.init),          kSame,    "default: LibTorch's, the policy head × 0.01; orthogonal: gains √2 (torso), 0.01 (policy head), 1 (value head, LSTM), biases 0"},
     {"model",       "log_std_init",          &c.model.log_std_init,               -20,   2,                    {},                             kSame,    "a Gaussian policy's initial log standard deviation (state-independent, learned)"},
+    {"model",       "separate_value",        &c.model.separate_value,             0,     0,                    {},                             kSame,    "the value head on an MLP torso of its own (same widths), not the policy's (CleanRL's and SB3's separate actor and critic); MLP policies without a core"},
+    {"model",       "normalize_observations", &c.model.normalize_observations,    0,     0,                    {},                             kSame,    "normalise float observations by a running mean and variance (Stable-Baselines3's norm_obs), learned from the batches, published with the weights, frozen in evaluation and export"},
+    {"model",       "observation_clip",      &c.model.observation_clip,           1e-3,  1e6,                  {},                             kSame,    "normalised observations clipped to ±this (model.normalize_observations)"},
     {"model",       "fast_path",             choice(&c.model.fast_path),          0,     0,                    choices(c.model.fast_path),     kSame,    "auto: MLP policies on the CPU act and train through fused code (model/fast_mlp.h); off: LibTorch"},
 
     {"run",         "name",                  &c.run.name,                         0,     0,                    {},                             kSame,    "run name; empty = generated from the start time"},

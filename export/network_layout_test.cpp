@@ -27,7 +27,9 @@ using Shapes = std::map<std::string, std::vector<int64_t>>;
 Shapes layout_parameters(const ModelSpec& spec) {
   const NetworkLayout layout = network_layout(spec);
   Shapes out;
-  for (const TorsoLayer& l : layout.torso) {
+  std::vector<TorsoLayer> layers = layout.torso;
+  layers.insert(layers.end(), layout.value_torso.begin(), layout.value_torso.end());
+  for (const TorsoLayer& l : layers) {
     switch (l.kind) {
       case TorsoLayer::Kind::kLinear:
         out[l.name + ".weight"] = {l.out, l.in};
@@ -93,6 +95,8 @@ std::vector<Case> cases() {
   lstm.hidden = {16};
   lstm.core = ModelConfig::Core::kLstm;
   lstm.core_hidden = 8;
+  ModelConfig separate;
+  separate.separate_value = true;
   EnvSpec continuous = env_of({3}, 1);
   continuous.action_kind = ActionKind::kContinuous;
   continuous.action_low = {-2};
@@ -103,6 +107,7 @@ std::vector<Case> cases() {
       make_case("impala_cnn", env_of({3, 32, 32}, 3, Dtype::kUInt8), cnn),
       make_case("lstm", env_of({4}, 2), lstm),
       make_case("gaussian", continuous, mlp),
+      make_case("separate_value", continuous, separate),
   };
 }
 
@@ -141,7 +146,7 @@ TEST(NetworkLayoutTest, OnnxGraphTakesEachParameterOnceAndNamesItsInputsAndOutpu
                                             : std::vector<std::string>{"logits", "value"};
     if (lstm) expected.insert(expected.end(), {"h_out", "c_out"});
     EXPECT_EQ(outputs, expected);
-    const std::string json = policy_description(c.spec, c.env, {});
+    const std::string json = policy_description(c.spec, c.env, {}, /*normalized=*/false);
     EXPECT_NE(json.find("\"format\" : \"pronghorn-policy\""), std::string::npos) << json;
   }
 }

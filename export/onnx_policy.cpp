@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "export/policy_description.h"
 #include "model/network_layout.h"
 #include "proto/onnx.pb.h"
 
@@ -200,11 +201,23 @@ std::string onnx_policy(const ModelSpec& spec, const EnvSpec& env, const Safeten
   add_value_info(*graph.mutable_input(), "obs",
                  pixels ? pb::TensorProto::UINT8 : pb::TensorProto::FLOAT, env.obs_shape);
   std::string x = "obs";
-  if (pixels) {  // ObservationPreprocessor's x / 255 (model/policy_face.h)
+  if (pixels) {  // preprocess_observations()'s x / 255 (model/policy_face.h)
     x = g.node("Cast", {x}, {int_attribute("to", pb::TensorProto::FLOAT)});
     x = g.node("Div", {x, g.constant_float("pixel_scale", 255.0f)});
   }
+  if (weights.find(kObservationMeanTensor) != nullptr) {  // model/observation_norm.h
+    const float clip = static_cast<float>(spec.observation_clip);
+    const std::string scale = g.node(
+        "Sqrt", {g.node("Add", {g.parameter(kObservationVarTensor, env.obs_shape),
+                                g.constant_float("observation_epsilon", kObservationEpsilon)})});
+    x = g.node("Div",
+               {g.node("Sub", {x, g.parameter(kObservationMeanTensor, env.obs_shape)}), scale});
+    x = g.node("Clip", {x, g.constant_float("observation_clip_low", -clip),
+                        g.constant_float("observation_clip_high", clip)});
+  }
   if (layout.flatten_input) x = g.node("Flatten", {x}, {int_attribute("axis", 1)});
+  std::string value_x = x;  // model.separate_value: the value torso on the same input
+  for (const TorsoLayer& layer : layout.value_torso) value_x = torso_layer(g, value_x, layer);
   for (const TorsoLayer& layer : layout.torso) x = torso_layer(g, x, layer);
   if (layout.core_hidden > 0) {
     const int64_t H = layout.core_hidden;
@@ -213,6 +226,7 @@ std::string onnx_policy(const ModelSpec& spec, const EnvSpec& env, const Safeten
     x = lstm_step(g, x, layout.torso_width, H);
   }
 
+  if (layout.value_torso.empty()) value_x = x;  // the value head on the policy's features
   const int64_t A = spec.actions, W = layout.head_width;
   const std::string head = spec.continuous ? "mean" : "logits";
   g.node("Gemm", {x, g.parameter("policy.weight", {A, W}), g.parameter("policy.bias", {A})},
@@ -226,7 +240,7 @@ std::string onnx_policy(const ModelSpec& spec, const EnvSpec& env, const Safeten
     add_value_info(*graph.mutable_output(), "log_std", pb::TensorProto::FLOAT, {A});
   }
   const std::string v =
-      g.node("Gemm", {x, g.parameter("value.weight", {1, W}), g.parameter("value.bias", {1})},
+      g.node("Gemm", {value_x, g.parameter("value.weight", {1, W}), g.parameter("value.bias", {1})},
              {int_attribute("transB", 1)});
   g.node("Squeeze", {v, g.constant_ints("value_axes", {1})}, {}, "value");
   add_value_info(*graph.mutable_output(), "value", pb::TensorProto::FLOAT, {});

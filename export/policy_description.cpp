@@ -55,7 +55,7 @@ toml::table torso_layer(const TorsoLayer& layer) {
 }  // namespace
 
 std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
-                               const PolicySource& source) {
+                               const PolicySource& source, bool normalized) {
   const NetworkLayout layout = network_layout(spec);
   const bool pixels = env.obs_dtype == Dtype::kUInt8;
   toml::table observation{
@@ -66,6 +66,16 @@ std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
       {"divide", pixels ? 255.0 : 1.0},
       {"flatten", layout.flatten_input},
   };
+  if (normalized) {
+    // model/observation_norm.h: after the divide, before the flatten.
+    observation.insert(
+        "normalize",
+        toml::table{{"mean", kObservationMeanTensor},
+                    {"var", kObservationVarTensor},
+                    {"epsilon", 1e-8},  // kObservationEpsilon, a float32 in use
+                    {"clip", spec.observation_clip},
+                    {"formula", "clip((x - mean) / sqrt(var + epsilon), -clip, clip), float32"}});
+  }
   toml::table action;
   if (spec.continuous) {
     action = toml::table{{"kind", "continuous"},
@@ -80,6 +90,8 @@ std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
   for (const TorsoLayer& layer : layout.torso) torso.push_back(torso_layer(layer));
   toml::table heads{{"policy", "policy"}, {"value", "value"}, {"width", layout.head_width}};
   if (spec.continuous) heads.insert("log_std", "log_std");
+  toml::array value_torso;
+  for (const TorsoLayer& layer : layout.value_torso) value_torso.push_back(torso_layer(layer));
 
   toml::table onnx{{"file", "policy.onnx"}, {"opset", kOnnxOpset}};
   toml::array inputs = strings({"obs"}), outputs;
@@ -99,7 +111,8 @@ std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
 
   toml::table doc{
       {"format", "pronghorn-policy"},
-      {"format_version", kPolicyFormatVersion},
+      {"format_version", normalized || !layout.value_torso.empty() ? kPolicyFormatVersion
+                                                                   : kPolicyFormatVersionPlain},
       {"env", env.name},
       {"observation", std::move(observation)},
       {"action", std::move(action)},
@@ -113,6 +126,11 @@ std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
                              {"learner_steps", static_cast<int64_t>(source.learner_steps)},
                              {"pronghorn_version", source.pronghorn_version}}},
   };
+  if (!value_torso.empty()) {
+    // model.separate_value: the value head takes this MLP's output, run on
+    // the same (flattened) observation as the torso, not the torso's.
+    doc.insert("value_torso", std::move(value_torso));
+  }
   if (layout.core_hidden > 0) {
     // torch.nn.LSTM's cell: gates = x W_ihᵀ + b_ih + h W_hhᵀ + b_hh, split
     // in this order into input, forget, cell and output gates.

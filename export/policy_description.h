@@ -14,7 +14,16 @@
 
 namespace pronghorn::exporting {
 
-inline constexpr int kPolicyFormatVersion = 1;
+// 2: observation.normalize (model.normalize_observations) or value_torso
+// (model.separate_value) may be present, which a loader of version 1 would
+// not apply; policies with neither are still written as 1, so that every
+// loader reads them.
+inline constexpr int kPolicyFormatVersion = 2;
+inline constexpr int kPolicyFormatVersionPlain = 1;
+
+// The statistics' tensors in model.safetensors, shaped as one observation.
+inline constexpr const char* kObservationMeanTensor = "observation_mean";
+inline constexpr const char* kObservationVarTensor = "observation_var";
 
 // Where the weights came from.
 struct PolicySource {
@@ -25,8 +34,9 @@ struct PolicySource {
   std::string pronghorn_version;
 };
 
-// policy.json's text (a JSON object, keys sorted).
+// policy.json's text (a JSON object, keys sorted). `normalized`: the
+// weights hold observation statistics, applied before the network.
 std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
-                               const PolicySource& source);
+                               const PolicySource& source, bool normalized);
 
 }  // namespace pronghorn::exporting

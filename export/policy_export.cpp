@@ -16,6 +16,13 @@ Safetensors policy_weights(PolicyNetImpl& model, const PolicySource& source) {
   Safetensors out;
   for (const ParameterEntry& p : parameter_list(model))
     out.tensors.push_back(float_tensor(p.name, p.shape, flat.data() + p.offset));
+  if (model.normalizes_observations()) {
+    const std::vector<int64_t>& shape = model.spec().obs_shape;
+    const at::Tensor mean = model.observation_mean().to(at::kCPU).contiguous();
+    const at::Tensor var = model.observation_var().to(at::kCPU).contiguous();
+    out.tensors.push_back(float_tensor(kObservationMeanTensor, shape, mean.data_ptr<float>()));
+    out.tensors.push_back(float_tensor(kObservationVarTensor, shape, var.data_ptr<float>()));
+  }
   out.metadata = {{"format", "pronghorn-policy"},
                   {"description", "policy.json"},
                   {"run", source.run_name},
@@ -30,7 +37,8 @@ std::vector<std::string> export_policy(PolicyNetImpl& model, const EnvSpec& env,
   PRONGHORN_CHECK(!ec, "export: cannot create ", out_dir, ": ", ec.message());
   const std::filesystem::path dir(out_dir);
   const Safetensors weights = policy_weights(model, source);
-  const std::string description = policy_description(model.spec(), env, source);
+  const std::string description =
+      policy_description(model.spec(), env, source, model.normalizes_observations());
   const std::vector<std::pair<std::string, std::string>> files = {
       {"model.safetensors", encode_safetensors(weights)},
       {"policy.json", description},

@@ -8,7 +8,11 @@
 // policy, μ = the behaviour log-prob recorded by the actor, r = exp(log π − μ):
 //   IMPALA  policy = −adv · log π
 //   PPO     policy = −min(r·adv, clip(r, 1 − ε, 1 + ε)·adv)
-//   value   = ½ (target − V)²
+//   value   = ½ (target − V)², or with value_clip c > 0 and the values the
+//             batch started with V₀ (PPO's value clipping, as CleanRL's
+//             clip_vloss): ½ max((target − V)², (target − V_c)²), where
+//             V_c = V₀ + clip(V − V₀, −c, c); its gradient is 0 where the
+//             clipped error is the larger (V is then outside the band)
 //   total   = policy + baseline_cost · value − entropy_cost · entropy
 // Diagnostics: r, whether |r − 1| > ε (PPO's clip fraction), and the KL
 // estimate (r − 1) − log r ≥ 0. Gradients are of `total`, times `scale`
@@ -30,7 +34,8 @@ struct LossParams {
   float baseline_cost = 0.5f;
   float entropy_cost = 0.01f;
   float ppo_clip = 0.2f;
-  float scale = 1.0f;  // gradient scale: 1/N for mean, 1 for sum
+  float scale = 1.0f;       // gradient scale: 1/N for mean, 1 for sum
+  float value_clip = 0.0f;  // > 0 with LossInputs::old_values: value clipping
 };
 
 // Per-sample terms, written term-major: terms[term * N + i].
@@ -58,6 +63,7 @@ struct LossInputs {
   const float* advantages = nullptr;           // [N]
   const float* values = nullptr;               // [N]
   const float* value_targets = nullptr;        // [N]
+  const float* old_values = nullptr;           // [N] V₀, for value_clip; may be null
 };
 
 struct LossOutputs {
@@ -104,9 +110,24 @@ PRONGHORN_HD inline void write_sample_terms(const LossInputs& in, const LossPara
                                             const PolicyTerms& t, float entropy,
                                             const LossOutputs& out) {
   const int64_t n = in.N;
-  const float error = in.value_targets[i] - in.values[i];
+  const float value = in.values[i];
+  float error = in.value_targets[i] - value;
+  float value_loss = 0.5f * error * error;
+  if (in.old_values != nullptr && p.value_clip > 0.0f) {
+    // Inside the band V_c = V (in exact arithmetic: float's old + (V − old)
+    // may round off V, so the band is tested, not the two losses). Outside
+    // it V_c is constant in V: where its loss is the larger, the gradient is 0.
+    const float old = in.old_values[i];
+    const bool outside = fabsf(value - old) > p.value_clip;
+    const float clipped = old + (value > old ? p.value_clip : -p.value_clip);
+    const float clipped_error = in.value_targets[i] - clipped;
+    const float clipped_loss = 0.5f * clipped_error * clipped_error;
+    const bool clipped_wins = outside && clipped_loss > value_loss;
+    error = clipped_wins ? 0.0f : error;
+    value_loss = clipped_wins ? clipped_loss : value_loss;
+  }
   out.terms[kPolicyTerm * n + i] = t.loss;
-  out.terms[kValueTerm * n + i] = 0.5f * error * error;
+  out.terms[kValueTerm * n + i] = value_loss;
   out.terms[kEntropyTerm * n + i] = entropy;
   out.terms[kRatioTerm * n + i] = t.ratio;
   out.terms[kClippedTerm * n + i] = t.clipped;

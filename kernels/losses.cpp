@@ -57,8 +57,12 @@ const float* keep_float(Call& c, const at::Tensor& t, const char* name,
 
 void prepare_sample_inputs(Call& c, const at::Tensor& values, const at::Tensor& behaviour,
                            const at::Tensor& advantages, const at::Tensor& targets,
-                           const std::vector<int64_t>& tb, const LossOptions& options) {
+                           const at::Tensor& old_values, const std::vector<int64_t>& tb,
+                           const LossOptions& options) {
   c.raw.values = keep_float(c, values, "values", tb);
+  if (options.value_clip > 0 && old_values.defined()) {
+    c.raw.old_values = keep_float(c, old_values, "old_values", tb);
+  }
   c.raw.advantages = keep_float(c, advantages, "advantages", tb);
   c.raw.value_targets = keep_float(c, targets, "value_targets", tb);
   PRONGHORN_CHECK(options.kind != LossKind::kPpo || behaviour.defined(),
@@ -69,8 +73,13 @@ void prepare_sample_inputs(Call& c, const at::Tensor& values, const at::Tensor& 
 
 LossParams params_for(const LossOptions& options, int64_t n) {
   PRONGHORN_CHECK(options.ppo_clip >= 0, "ppo_clip = ", options.ppo_clip, ": expected ≥ 0");
-  return {options.kind, options.baseline_cost, options.entropy_cost, options.ppo_clip,
-          options.mean_reduction ? 1.0f / static_cast<float>(std::max<int64_t>(1, n)) : 1.0f};
+  PRONGHORN_CHECK(options.value_clip >= 0, "value_clip = ", options.value_clip, ": expected ≥ 0");
+  return {options.kind,
+          options.baseline_cost,
+          options.entropy_cost,
+          options.ppo_clip,
+          options.mean_reduction ? 1.0f / static_cast<float>(std::max<int64_t>(1, n)) : 1.0f,
+          options.value_clip};
 }
 
 void run(const Call& c, const LossParams& params, const LossOutputs& out) {
@@ -158,7 +167,7 @@ LossResult reduce(const at::Tensor& terms, const LossOptions& options) {
 LossResult categorical_loss(const at::Tensor& logits, const at::Tensor& values,
                             const at::Tensor& actions, const at::Tensor& behaviour_log_probs,
                             const at::Tensor& advantages, const at::Tensor& value_targets,
-                            const LossOptions& options) {
+                            const LossOptions& options, const at::Tensor& old_values) {
   PRONGHORN_CHECK(logits.defined() && logits.dim() == 3, "logits: expected shape [T, B, A]");
   Call c;
   c.head = Head::kCategorical;
@@ -176,7 +185,8 @@ LossResult categorical_loss(const at::Tensor& logits, const at::Tensor& values,
     PRONGHORN_CHECK(a.min().item<int64_t>() >= 0 && a.max().item<int64_t>() < A,
                     "actions: expected every action in [0, ", A, ")");
   }
-  prepare_sample_inputs(c, values, behaviour_log_probs, advantages, value_targets, tb, options);
+  prepare_sample_inputs(c, values, behaviour_log_probs, advantages, value_targets, old_values, tb,
+                        options);
 
   auto options_f = at::TensorOptions().dtype(at::kFloat).device(c.device);
   at::Tensor grad_logits = at::empty({T, B, A}, options_f);
@@ -194,7 +204,8 @@ LossResult categorical_loss(const at::Tensor& logits, const at::Tensor& values,
 LossResult gaussian_loss(const at::Tensor& mean, const at::Tensor& log_std,
                          const at::Tensor& values, const at::Tensor& actions,
                          const at::Tensor& behaviour_log_probs, const at::Tensor& advantages,
-                         const at::Tensor& value_targets, const LossOptions& options) {
+                         const at::Tensor& value_targets, const LossOptions& options,
+                         const at::Tensor& old_values) {
   PRONGHORN_CHECK(mean.defined() && mean.dim() == 3, "mean: expected shape [T, B, D]");
   Call c;
   c.head = Head::kGaussian;
@@ -207,7 +218,8 @@ LossResult gaussian_loss(const at::Tensor& mean, const at::Tensor& log_std,
   c.raw.mean = keep_float(c, mean, "mean", tbd);
   c.raw.log_std = keep_float(c, log_std, "log_std", tbd);
   c.raw.continuous_actions = keep_float(c, actions, "actions", tbd);
-  prepare_sample_inputs(c, values, behaviour_log_probs, advantages, value_targets, tb, options);
+  prepare_sample_inputs(c, values, behaviour_log_probs, advantages, value_targets, old_values, tb,
+                        options);
 
   auto options_f = at::TensorOptions().dtype(at::kFloat).device(c.device);
   at::Tensor grad_mean = at::empty(tbd, options_f);

@@ -16,6 +16,9 @@
 //   advantages           [T, B]          IMPALA: V-trace pg advantages;
 //                                        PPO: V-trace pg advantages or GAE
 //   value_targets        [T, B]          vs or GAE returns
+//   old_values           [T, B]          the values the batch started with,
+//                                        for options.value_clip (may be
+//                                        undefined: no clipping)
 // Reduction over the N = T·B samples: mean (default) or sum, for every term.
 // Test: kernels/losses_test.cpp. Bench: `pronghorn bench kernels`.
 #pragma once
@@ -32,13 +35,14 @@ struct LossOptions {
   float entropy_cost = 0.01f;
   float ppo_clip = 0.2f;
   bool mean_reduction = true;  // false: sum over samples
+  float value_clip = 0.0f;     // > 0: PPO's value clipping against old_values
 };
 
 // Every field a 0-dim float32 tensor. Only `total` carries gradients.
 struct LossResult {
   at::Tensor total;          // policy + baseline_cost·value − entropy_cost·entropy
   at::Tensor policy;         // reduced policy-gradient loss
-  at::Tensor value;          // reduced ½(target − V)²
+  at::Tensor value;          // reduced ½(target − V)² (clipped: kernels/loss_math.h)
   at::Tensor entropy;        // reduced policy entropy
   at::Tensor mean_ratio;     // mean of π/μ (1 without behaviour log-probs)
   at::Tensor clip_fraction;  // fraction of samples with |π/μ − 1| > ppo_clip
@@ -48,11 +52,12 @@ struct LossResult {
 LossResult categorical_loss(const at::Tensor& logits, const at::Tensor& values,
                             const at::Tensor& actions, const at::Tensor& behaviour_log_probs,
                             const at::Tensor& advantages, const at::Tensor& value_targets,
-                            const LossOptions& options);
+                            const LossOptions& options, const at::Tensor& old_values = {});
 
 LossResult gaussian_loss(const at::Tensor& mean, const at::Tensor& log_std,
                          const at::Tensor& values, const at::Tensor& actions,
                          const at::Tensor& behaviour_log_probs, const at::Tensor& advantages,
-                         const at::Tensor& value_targets, const LossOptions& options);
+                         const at::Tensor& value_targets, const LossOptions& options,
+                         const at::Tensor& old_values = {});
 
 }  // namespace pronghorn::kernels

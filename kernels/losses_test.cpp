@@ -5,6 +5,7 @@
 #include "kernels/losses.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -26,7 +27,7 @@ struct Reference {
 Reference reference_from(const at::Tensor& log_pi, const at::Tensor& entropy,
                          const at::Tensor& values, const at::Tensor& behaviour,
                          const at::Tensor& advantages, const at::Tensor& targets,
-                         const LossOptions& o) {
+                         const LossOptions& o, const at::Tensor& old_values = {}) {
   auto reduce = [&](const at::Tensor& t) { return o.mean_reduction ? t.mean() : t.sum(); };
   at::Tensor adv = advantages.to(at::kDouble);
   at::Tensor log_ratio =
@@ -39,6 +40,11 @@ Reference reference_from(const at::Tensor& log_pi, const at::Tensor& entropy,
     policy = -at::min(ratio * adv, at::clamp(ratio, 1 - o.ppo_clip, 1 + o.ppo_clip) * adv);
   }
   at::Tensor value = 0.5 * (targets.to(at::kDouble) - values).pow(2);
+  if (old_values.defined() && o.value_clip > 0) {
+    const at::Tensor old = old_values.to(at::kDouble);
+    const at::Tensor clipped = old + at::clamp(values - old, -o.value_clip, o.value_clip);
+    value = at::max(value, 0.5 * (targets.to(at::kDouble) - clipped).pow(2));
+  }
   Reference r;
   r.policy = reduce(policy);
   r.value = reduce(value);
@@ -63,20 +69,33 @@ void expect_terms(const LossResult& got, const Reference& want, double rtol) {
 struct Case {
   LossKind kind;
   bool mean;
-  bool extreme;  // log-ratios in ±20 and large logits
+  bool extreme;      // log-ratios in ±20 and large logits
+  float value_clip;  // > 0: value clipping, old values V ± 0.5·N(0, 1)
 };
 
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (LossKind kind : {LossKind::kImpala, LossKind::kPpo})
     for (bool mean : {true, false})
-      for (bool extreme : {false, true}) all.push_back({kind, mean, extreme});
+      for (bool extreme : {false, true}) all.push_back({kind, mean, extreme, 0.0f});
+  all.push_back({LossKind::kPpo, true, false, 0.3f});
+  all.push_back({LossKind::kPpo, false, false, 0.3f});
   return all;
 }
 
 std::string describe(const Case& c) {
   return std::string(c.kind == LossKind::kPpo ? "ppo" : "impala") + (c.mean ? " mean" : " sum") +
-         (c.extreme ? " extreme" : "");
+         (c.extreme ? " extreme" : "") + (c.value_clip > 0 ? " value_clip" : "");
+}
+
+// The values a batch started with: about half of them farther than the
+// clip from V, so both branches of the clipped value loss are taken. From a
+// generator of their own: the case's other inputs stay those of the case
+// without value clipping.
+at::Tensor old_values_for(const at::Tensor& values, const Case& c) {
+  if (c.value_clip <= 0) return {};
+  at::Generator own = at::detail::createCPUGenerator(values.numel());
+  return values.detach() + at::randn(values.sizes(), own) * 0.5;
 }
 
 // Absolute gradient tolerance. With log-ratios of ±20, π/μ reaches 5e8 and
@@ -108,7 +127,8 @@ TEST_P(LossGridTest, CategoricalMatchesReferenceAndAutograd) {
     at::Tensor values = at::randn({T, B}).requires_grad_();
     at::Tensor actions = at::randint(0, A, {T, B}, at::kLong);
     at::Tensor advantages = at::randn({T, B}), targets = at::randn({T, B});
-    LossOptions o{c.kind, 0.5f, 0.01f, 0.2f, c.mean};
+    LossOptions o{c.kind, 0.5f, 0.01f, 0.2f, c.mean, c.value_clip};
+    const at::Tensor old_values = old_values_for(values, c);
 
     at::Tensor logits64 = logits.detach().to(at::kDouble).requires_grad_();
     at::Tensor values64 = values.detach().to(at::kDouble).requires_grad_();
@@ -116,10 +136,12 @@ TEST_P(LossGridTest, CategoricalMatchesReferenceAndAutograd) {
     at::Tensor log_pi = log_p.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
     at::Tensor entropy = -(log_p.exp() * log_p).sum(-1);
     at::Tensor behaviour = behaviour_for(log_pi, c.extreme);
-    Reference want = reference_from(log_pi, entropy, values64, behaviour, advantages, targets, o);
+    Reference want =
+        reference_from(log_pi, entropy, values64, behaviour, advantages, targets, o, old_values);
     auto want_grads = torch::autograd::grad({want.total}, {logits64, values64});
 
-    LossResult got = categorical_loss(logits, values, actions, behaviour, advantages, targets, o);
+    LossResult got =
+        categorical_loss(logits, values, actions, behaviour, advantages, targets, o, old_values);
     const double rtol = c.extreme ? 1e-3 : 1e-4;
     expect_terms(got, want, rtol);
     got.total.backward();
@@ -141,7 +163,8 @@ TEST_P(LossGridTest, GaussianMatchesReferenceAndAutograd) {
     at::Tensor values = at::randn({T, B}).requires_grad_();
     at::Tensor actions = mean.detach() + at::randn({T, B, D}) * log_std.detach().exp();
     at::Tensor advantages = at::randn({T, B}), targets = at::randn({T, B});
-    LossOptions o{c.kind, 0.5f, 0.01f, 0.2f, c.mean};
+    LossOptions o{c.kind, 0.5f, 0.01f, 0.2f, c.mean, c.value_clip};
+    const at::Tensor old_values = old_values_for(values, c);
 
     at::Tensor mean64 = mean.detach().to(at::kDouble).requires_grad_();
     at::Tensor log_std64 = log_std.detach().to(at::kDouble).requires_grad_();
@@ -150,11 +173,12 @@ TEST_P(LossGridTest, GaussianMatchesReferenceAndAutograd) {
     at::Tensor log_pi = (-0.5 * z * z - log_std64 - 0.5 * std::log(2 * M_PI)).sum(-1);
     at::Tensor entropy = (log_std64 + 0.5 + 0.5 * std::log(2 * M_PI)).sum(-1);
     at::Tensor behaviour = behaviour_for(log_pi, c.extreme);
-    Reference want = reference_from(log_pi, entropy, values64, behaviour, advantages, targets, o);
+    Reference want =
+        reference_from(log_pi, entropy, values64, behaviour, advantages, targets, o, old_values);
     auto want_grads = torch::autograd::grad({want.total}, {mean64, log_std64, values64});
 
-    LossResult got =
-        gaussian_loss(mean, log_std, values, actions, behaviour, advantages, targets, o);
+    LossResult got = gaussian_loss(mean, log_std, values, actions, behaviour, advantages, targets,
+                                   o, old_values);
     const double rtol = c.extreme ? 1e-3 : 1e-4;
     expect_terms(got, want, rtol);
     got.total.backward();

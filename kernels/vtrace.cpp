@@ -93,6 +93,16 @@ std::array<at::Tensor, 3> run(Prepared& p, const VtraceParams& params, bool gae,
   return result;
 }
 
+Prepared prepare_from_log_rhos(const at::Tensor& log_rhos) {
+  PRONGHORN_CHECK(log_rhos.defined() && log_rhos.dim() == 2, "log_rhos: expected shape [T, B]");
+  Prepared p;
+  p.device = log_rhos.device();
+  p.raw.T = log_rhos.size(0);
+  p.raw.B = log_rhos.size(1);
+  p.raw.log_rhos = keep_float(p, log_rhos, "log_rhos", {p.raw.T, p.raw.B});
+  return p;
+}
+
 }  // namespace
 
 VtraceResult vtrace_from_logits(const at::Tensor& target_logits, const at::Tensor& actions,
@@ -110,15 +120,20 @@ VtraceResult vtrace_from_log_rhos(const at::Tensor& log_rhos, const at::Tensor& 
                                   const at::Tensor& rewards, const at::Tensor& values,
                                   const at::Tensor& bootstrap_values, const VtraceParams& params,
                                   const Truncation& truncation) {
-  PRONGHORN_CHECK(log_rhos.defined() && log_rhos.dim() == 2, "log_rhos: expected shape [T, B]");
-  Prepared p;
-  p.device = log_rhos.device();
-  p.raw.T = log_rhos.size(0);
-  p.raw.B = log_rhos.size(1);
-  p.raw.log_rhos = keep_float(p, log_rhos, "log_rhos", {p.raw.T, p.raw.B});
+  Prepared p = prepare_from_log_rhos(log_rhos);
   prepare_common(p, discounts, rewards, values, bootstrap_values, truncation);
   auto [vs, pg, rhos] = run(p, params, /*gae=*/false, "vtrace");
   return {vs, pg, rhos};
+}
+
+GaeResult gae_from_log_rhos(const at::Tensor& log_rhos, const at::Tensor& discounts,
+                            const at::Tensor& rewards, const at::Tensor& values,
+                            const at::Tensor& bootstrap_values, const VtraceParams& params,
+                            const Truncation& truncation) {
+  Prepared p = prepare_from_log_rhos(log_rhos);
+  prepare_common(p, discounts, rewards, values, bootstrap_values, truncation);
+  auto [returns, advantages, rhos] = run(p, params, /*gae=*/true, "gae");
+  return {advantages, returns, rhos};
 }
 
 GaeResult gae_from_logits(const at::Tensor& target_logits, const at::Tensor& actions,

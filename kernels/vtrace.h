@@ -62,4 +62,11 @@ GaeResult gae_from_logits(const at::Tensor& target_logits, const at::Tensor& act
                           const at::Tensor& bootstrap_values, const VtraceParams& params,
                           const Truncation& truncation = {});
 
+// The same from log π/μ given directly (a Gaussian head's, as
+// vtrace_from_log_rhos takes them).
+GaeResult gae_from_log_rhos(const at::Tensor& log_rhos, const at::Tensor& discounts,
+                            const at::Tensor& rewards, const at::Tensor& values,
+                            const at::Tensor& bootstrap_values, const VtraceParams& params,
+                            const Truncation& truncation = {});
+
 }  // namespace pronghorn::kernels

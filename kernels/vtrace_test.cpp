@@ -127,6 +127,12 @@ TEST_P(VtraceGridTest, MatchesTheLiteralSumsInFloat64) {
                                     b.values, b.bootstrap, params, truncation_of(b));
     EXPECT_TRUE(all_close(gae.advantages, want_gae.second, rtol, atol)) << "gae advantages";
     EXPECT_TRUE(all_close(gae.returns, want_gae.first, rtol, atol)) << "gae returns";
+    GaeResult gae_from_rhos = gae_from_log_rhos(log_rhos.to(at::kFloat), b.discounts, b.rewards,
+                                                b.values, b.bootstrap, params, truncation_of(b));
+    EXPECT_TRUE(all_close(gae_from_rhos.advantages, want_gae.second, rtol, atol))
+        << "gae advantages from log_rhos";
+    EXPECT_TRUE(all_close(gae_from_rhos.returns, want_gae.first, rtol, atol))
+        << "gae returns from log_rhos";
   }
 }
 

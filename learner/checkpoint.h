@@ -23,6 +23,7 @@
 
 #include "learner/return_scaling.h"
 #include "learner/run_counters.h"
+#include "model/observation_norm.h"
 
 namespace pronghorn::learner {
 
@@ -46,6 +47,10 @@ struct Checkpoint {
   // loss.return_scaling's statistics (learner/return_scaling.h); none when
   // the run does not scale returns, or the file predates them.
   std::optional<ReturnStats> return_stats;
+  // model.normalize_observations' statistics (model/observation_norm.h), of
+  // the same policy version as `parameters`; none when the run does not
+  // normalise, or the file predates them (then none are applied).
+  std::optional<ObservationStats> observation_stats;
 };
 
 // Bytes read from one checkpoint file unless the caller knows better (a

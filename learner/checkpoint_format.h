@@ -23,6 +23,12 @@
 //                 running statistics of loss.return_scaling
 //                 (learner/return_scaling.h); training goes on without
 //                 them, the policy means the same.
+//   "observation_statistics" (required when present) body = count:f64,
+//                 then mean:f64[d], var:f64[d] for observations of d
+//                 floats: model.normalize_observations' running statistics
+//                 (model/observation_norm.h), of the parameters' policy
+//                 version; the policy acts on normalised inputs only with
+//                 them, so an older reader must refuse the file.
 //
 //   PHCKPT01 payload = env_steps learner_steps episodes policy_version (u64
 //                      each) parameters:str (flat float32) optimizer:str rng:str

@@ -43,6 +43,7 @@ void expect_same(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.optimizer, b.optimizer);
   EXPECT_EQ(a.rng, b.rng);
   EXPECT_EQ(a.return_stats, b.return_stats);
+  EXPECT_EQ(a.observation_stats, b.observation_stats);
 }
 
 // What read_checkpoint() says of a file of `format` holding `payload` (its
@@ -131,10 +132,48 @@ TEST(CheckpointFormatTest, ReadsTheFormat1FileTheEarlierWriterWrote) {
   EXPECT_EQ(c->rng.size(), 5056u);
 }
 
+// Required: a reader that did not apply them would run another policy.
+TEST(CheckpointFormatTest, ObservationStatisticsRoundTripInARequiredSection) {
+  Checkpoint c = sample();
+  ObservationStats stats(3);
+  stats.count = 4096.0001;
+  stats.mean = {0.5, -3.0, 1e6};
+  stats.var = {2.0, 0.0, 1e-3};
+  c.observation_stats = stats;
+  const std::vector<Section> sections = sections_of(c);
+  ASSERT_EQ(sections.size(), 5u);
+  EXPECT_EQ(sections[4].name, "observation_statistics");
+  EXPECT_EQ(sections[4].flags, 0u) << "required: an older pronghorn must refuse the file";
+  EXPECT_EQ(sections[4].body.size(), 8u * 7);
+  const std::string path = fresh_folder("observation-stats") + "/" + checkpoint_file_name(6400);
+  write_checkpoint_file(path, c);
+  std::string why;
+  const std::optional<Checkpoint> back = read_checkpoint(path, &why);
+  ASSERT_TRUE(back) << why;
+  expect_same(*back, c);
+
+  const std::vector<Section> plain = sections_of(sample());
+  EXPECT_EQ(
+      why_refused(encode_sections(with(plain, {"observation_statistics", 0, "fifteen bytes.."}))),
+      "section \"observation_statistics\" holds 15 bytes, expected 8 × (1 + 2d) for d "
+      "observation values");
+  EXPECT_EQ(why_refused(
+                encode_sections(with(plain, {"observation_statistics", 0, std::string(32, '\0')}))),
+            "section \"observation_statistics\" holds 32 bytes, expected 8 × (1 + 2d) for d "
+            "observation values");
+  std::string negative(24, '\0');  // count 1, mean 0, var -1
+  const double count = 1.0, var = -1.0;
+  std::memcpy(negative.data(), &count, 8);
+  std::memcpy(negative.data() + 16, &var, 8);
+  EXPECT_EQ(why_refused(encode_sections(with(plain, {"observation_statistics", 0, negative}))),
+            "section \"observation_statistics\": count 1 with 1 means and variances that are "
+            "not statistics (each finite, count above 0, variances at least 0)");
+}
+
 TEST(CheckpointFormatTest, AnUnknownSectionIsRefusedByNameUnlessMarkedOptional) {
   const std::vector<Section> sections = sections_of(sample());
-  EXPECT_EQ(why_refused(encode_sections(with(sections, {"obs_normalization", 0, "stats"}))),
-            "section \"obs_normalization\" is not one this pronghorn reads and is not marked "
+  EXPECT_EQ(why_refused(encode_sections(with(sections, {"value_normalization", 0, "stats"}))),
+            "section \"value_normalization\" is not one this pronghorn reads and is not marked "
             "optional (a newer pronghorn's checkpoint?)");
   const std::string optional =
       encode_sections(with(sections, {"notes", kSectionOptional, "trained on a Tuesday"}));

@@ -33,20 +33,22 @@ class PolicyTraining {
   const buffer::WeightSlab& slab() const { return *slab_; }
   const std::string& slab_name() const { return slab_name_; }
 
-  // The model's parameters as the slab's next version; returns it.
+  // The model's parameters (and observation statistics) as the slab's next
+  // version; returns it.
   uint64_t publish();
   uint64_t version() const { return version_; }
   // A resumed (or rank 0's) run's version: the next publish() is version + 1.
   void set_version(uint64_t version) { slab_->set_version(version); }
 
-  // The state a checkpoint holds, of the parameters last published.
+  // The state a checkpoint holds, of the policy version last published.
   Checkpoint snapshot(uint64_t env_steps, uint64_t learner_steps, uint64_t episodes);
 
  private:
   Trainer trainer_;
   std::string slab_name_;
   std::unique_ptr<buffer::WeightSlab> slab_;
-  std::vector<float> flat_;  // the parameters, as published
+  std::vector<float> flat_;           // the parameters and observation statistics, as published
+  ObservationStats published_stats_;  // their float64 original (model.normalize_observations)
   uint64_t version_ = 0;
 };
 

@@ -144,11 +144,29 @@ uint64_t max_checkpoint_bytes(Trainer& trainer) {
 void apply(const Checkpoint& c, Trainer& trainer, const Config& config) {
   const std::string unfit = parameters_unfit(c, parameter_layout(*trainer.model()));
   if (!unfit.empty()) throw Unfit(unfit);
+  const bool normalizes = trainer.observation_stats() != nullptr;
+  if (normalizes && !c.observation_stats) {
+    throw Unfit(
+        "holds no observation statistics: the run that wrote it did not set "
+        "model.normalize_observations, which this run sets");
+  }
+  if (!normalizes && c.observation_stats) {
+    throw Unfit(
+        "holds observation statistics: the run that wrote it set "
+        "model.normalize_observations = true, which this run does not");
+  }
+  if (normalizes && c.observation_stats->size() != trainer.model()->observation_size()) {
+    throw Unfit(
+        fmt::format("holds observation statistics of {} values, the env's observations "
+                    "have {}",
+                    c.observation_stats->size(), trainer.model()->observation_size()));
+  }
   const at::Tensor rng = checked_rng_state(c.rng);
   const std::string optimizer =
       checked_optimizer_state(c.optimizer, trainer, config, c.counters.learner_steps);
   trainer.load_optimizer_state(optimizer);
   trainer.model()->read_flat(c.parameters.data());
+  if (c.observation_stats) trainer.restore_observation_stats(*c.observation_stats);
   if (ReturnScaler* scaler = trainer.return_scaler()) {
     if (c.return_stats) {
       scaler->restore(*c.return_stats);

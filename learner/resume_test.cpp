@@ -137,6 +137,47 @@ TEST(ResumeTest, ReturnScalingStatisticsComeBackWithTheCheckpoint) {
   EXPECT_EQ(Learner().trainer.return_scaler(), nullptr) << "off by default";
 }
 
+// model.normalize_observations: the statistics come back into the learner
+// and its model; a checkpoint of the other setting is refused saying which.
+TEST(ResumeTest, ObservationStatisticsComeBackAndAMismatchIsRefused) {
+  const std::string dir = fresh_folder("observation-stats");
+  const std::vector<std::string> normalised = {"model.normalize_observations=true"};
+  Learner original(normalised);
+  original.trainer.learn(random_batch(2), 0.0);
+  ASSERT_NE(original.trainer.observation_stats(), nullptr);
+  Checkpoint c = snapshot(original, 1);
+  c.observation_stats = *original.trainer.observation_stats();
+  // Rows 1..T of the batch, each once (row 0 repeats the previous unroll's last).
+  EXPECT_DOUBLE_EQ(c.observation_stats->count, kObservationPriorCount + 4 * 8);
+  const at::Tensor rows = random_batch(2).obs.slice(0, 1).reshape({-1, 4}).to(at::kDouble);
+  const at::Tensor want_mean = rows.sum(0) / (4 * 8 + kObservationPriorCount);
+  for (int64_t j = 0; j < 4; ++j) {
+    EXPECT_NEAR(c.observation_stats->mean[j], want_mean[j].item<double>(), 1e-12) << j;
+  }
+  save_checkpoint(dir, c, 3);
+  Learner resumed(normalised);
+  resume_from_checkpoints(dir, resumed.trainer, resumed.config);
+  EXPECT_EQ(*resumed.trainer.observation_stats(), *c.observation_stats);
+  EXPECT_TRUE(at::equal(resumed.trainer.model()->observation_mean(),
+                        original.trainer.model()->observation_mean()));
+  EXPECT_TRUE(at::equal(resumed.trainer.model()->observation_var(),
+                        original.trainer.model()->observation_var()));
+
+  Learner plain;
+  const std::string refused =
+      testing::error_of([&] { resume_from_checkpoints(dir, plain.trainer, plain.config); });
+  EXPECT_NE(refused.find("holds observation statistics: the run that wrote it set "
+                         "model.normalize_observations = true, which this run does not"),
+            std::string::npos)
+      << refused;
+  const std::string plain_dir = fresh_folder("no-observation-stats");
+  save_checkpoint(plain_dir, snapshot(plain, 1), 3);
+  Learner wants(normalised);
+  const std::string missing =
+      testing::error_of([&] { resume_from_checkpoints(plain_dir, wants.trainer, wants.config); });
+  EXPECT_NE(missing.find("holds no observation statistics"), std::string::npos) << missing;
+}
+
 TEST(ResumeTest, RestoresWeightsOptimizerRngAndCountersFromTheNewest) {
   const std::string dir = fresh_folder("restore");
   Learner original;

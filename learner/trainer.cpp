@@ -43,6 +43,9 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
       minibatches_(c.learner.minibatches),
       permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))) {
   if (c.loss.return_scaling) return_scaler_.emplace(c.loss.discount, c.env.num_envs);
+  if (c.model.normalize_observations) {
+    observation_stats_.emplace(policy_.model()->observation_size());
+  }
   vtrace_params_ = {static_cast<float>(c.loss.rho_bar), static_cast<float>(c.loss.c_bar),
                     static_cast<float>(c.loss.rho_pg_bar), static_cast<float>(c.loss.gae_lambda)};
   loss_options_.kind =
@@ -50,6 +53,7 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
   loss_options_.baseline_cost = static_cast<float>(c.loss.baseline_cost);
   loss_options_.entropy_cost = static_cast<float>(c.loss.entropy_cost);
   loss_options_.ppo_clip = static_cast<float>(c.loss.ppo_clip);
+  loss_options_.value_clip = static_cast<float>(c.loss.value_clip);
   loss_options_.mean_reduction = c.loss.reduction == LossConfig::Reduction::kMean;
 }
 
@@ -97,8 +101,29 @@ Batch Trainer::on_device(const Batch& cpu) const {
       cpu, [&](const at::Tensor& t) { return t.pin_memory().to(device_, /*non_blocking=*/true); });
 }
 
+void Trainer::restore_observation_stats(const ObservationStats& stats) {
+  PRONGHORN_CHECK(observation_stats_ && stats.size() == observation_stats_->size(),
+                  "observation statistics of ", stats.size(), " values for a model of ",
+                  policy_.model()->observation_size(), " that ",
+                  observation_stats_ ? "normalises" : "does not normalise");
+  observation_stats_ = stats;
+  policy_.model()->set_observation_statistics(stats);
+}
+
+// The observations rows 1..T of every column are the unroll's own (row 0
+// repeats the last row of the actor's previous unroll): each counted once.
+void Trainer::update_observation_stats(const Batch& batch) {
+  const at::Tensor rows = batch.obs.slice(0, 1).contiguous();
+  const int64_t d = observation_stats_->size();
+  observation_stats_->update(rows.data_ptr<float>(), rows.numel() / d);
+  policy_.model()->set_observation_statistics(*observation_stats_);
+}
+
 void Trainer::start_batch(const Batch& batch) {
   const auto start = Clock::now();
+  // Before the forward passes: the weights this batch trains are published
+  // with the statistics they were trained under.
+  if (observation_stats_) update_observation_stats(batch);
   if (return_scaler_) {  // on a copy of the rewards: the caller's batch stays as taken
     Batch scaled = batch;
     scaled.rewards = batch.rewards.clone();
@@ -121,21 +146,22 @@ void Trainer::start_batch(const Batch& batch) {
       columns_.push_back(on.slice(0, m * size, (m + 1) * size));
     }
   }
-  batch_advantages_ = batch_targets_ = at::Tensor();
+  batch_advantages_ = batch_targets_ = batch_values_ = at::Tensor();
   // Standard PPO: GAE from the weights the batch starts with, kept for every
-  // pass. With one step it comes from that step's own forward, the same
-  // weights.
-  if (use_gae_ && !continuous_ && steps_per_batch() > 1) {
+  // pass; loss.value_clip's V₀, the values of those weights. With one step
+  // both come from that step's own forward, the same weights (and the value
+  // clip cannot bite).
+  const bool clip_values = loss_options_.value_clip > 0;
+  if ((use_gae_ || clip_values) && steps_per_batch() > 1) {
     at::NoGradGuard no_grad;
     const int64_t T = batch_.rewards.size(0);
-    PolicyOutput out = forward(batch_);
-    const at::Tensor logits = out.logits.view({T + 1, N, -1});
+    const PolicyOutput out = forward(batch_);
     const at::Tensor values = out.value.view({T + 1, N});
-    auto r =
-        kernels::gae_from_logits(logits.slice(0, 0, T), batch_.actions, batch_.behaviour_log_probs,
-                                 batch_.discounts, batch_.rewards, values.slice(0, 0, T), values[T],
-                                 vtrace_params_, {batch_.truncated, batch_.final_values});
-    batch_advantages_ = r.advantages, batch_targets_ = r.returns;
+    if (use_gae_) {
+      const kernels::GaeResult r = gae(batch_, out, values);
+      batch_advantages_ = r.advantages, batch_targets_ = r.returns;
+    }
+    if (clip_values) batch_values_ = values.slice(0, 0, T);
   }
   start_s_ = seconds_since(start);
 }
@@ -151,12 +177,13 @@ StepStats Trainer::backward_step(int64_t step) {
   const at::Tensor& columns = step_columns(step);
   StepStats s;
   if (minibatches_ == 1) {
-    s = backward_on(batch_, batch_advantages_, batch_targets_);
+    s = backward_on(batch_, batch_advantages_, batch_targets_, batch_values_);
   } else {
     const auto pick = [&](const at::Tensor& t) {
       return t.defined() ? t.index_select(1, columns) : t;
     };
-    s = backward_on(columns_of(batch_, columns), pick(batch_advantages_), pick(batch_targets_));
+    s = backward_on(columns_of(batch_, columns), pick(batch_advantages_), pick(batch_targets_),
+                    pick(batch_values_));
   }
   s.forward_s = seconds_since(start) - s.backward_s;
   if (step == 0) s.forward_s += start_s_;
@@ -170,6 +197,24 @@ StepStats Trainer::backward(const Batch& batch) {
   return s;
 }
 
+// GAE(λ) of `b` from the network's outputs on it ([(T+1)·N] rows; values
+// [T+1, N]), no gradients: weighted by the clipped ratios of the policy in
+// `out` to the actors' (1 where they are the same policy).
+kernels::GaeResult Trainer::gae(const Batch& b, const PolicyOutput& out, const at::Tensor& values) {
+  const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
+  const at::Tensor head = out.logits.view({T + 1, N, -1}).slice(0, 0, T).detach();
+  const at::Tensor v = values.slice(0, 0, T).detach(), bootstrap = values[T].detach();
+  const kernels::Truncation truncation{b.truncated, b.final_values};
+  if (!continuous_) {
+    return kernels::gae_from_logits(head, b.actions, b.behaviour_log_probs, b.discounts, b.rewards,
+                                    v, bootstrap, vtrace_params_, truncation);
+  }
+  const at::Tensor log_std = out.log_std.view({T + 1, N, -1}).slice(0, 0, T).detach();
+  const at::Tensor log_rhos = gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs;
+  return kernels::gae_from_log_rhos(log_rhos, b.discounts, b.rewards, v, bootstrap, vtrace_params_,
+                                    truncation);
+}
+
 // [(T+1)·N] outputs. A recurrent core runs through the T+1 steps from the
 // actors' stored state, zeroed after each step that ended an episode, so the
 // bootstrap row T has the state its step had on the actor.
@@ -177,7 +222,8 @@ PolicyOutput Trainer::forward(const Batch& b) {
   return policy_.forward(b.obs, b.core_state, b.ended);
 }
 
-StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets) {
+StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets,
+                               const at::Tensor& old_values) {
   const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
   PolicyOutput out = forward(b);
   at::Tensor logits = out.logits.view({T + 1, N, -1});
@@ -193,17 +239,15 @@ StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor
     at::Tensor bootstrap = values[T].detach();
     if (advantages.defined()) {
       // Given: GAE computed once for the batch (start_batch).
+    } else if (use_gae_) {
+      const kernels::GaeResult r = gae(b, out, values);
+      advantages = r.advantages, targets = r.returns;
     } else if (continuous_) {
       at::Tensor log_rhos =
           (gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs).detach();
       auto r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v.detach(),
                                              bootstrap, vp, truncation);
       advantages = r.pg_advantages, targets = r.vs;
-    } else if (use_gae_) {
-      auto r =
-          kernels::gae_from_logits(head.detach(), b.actions, b.behaviour_log_probs, b.discounts,
-                                   b.rewards, v.detach(), bootstrap, vp, truncation);
-      advantages = r.advantages, targets = r.returns;
     } else {
       auto r =
           kernels::vtrace_from_logits(head.detach(), b.actions, b.behaviour_log_probs, b.discounts,
@@ -217,9 +261,9 @@ StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor
   }
   kernels::LossResult loss =
       continuous_ ? kernels::gaussian_loss(head, log_std, v, b.actions, b.behaviour_log_probs,
-                                           advantages, targets, loss_options_)
+                                           advantages, targets, loss_options_, old_values)
                   : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs, advantages,
-                                              targets, loss_options_);
+                                              targets, loss_options_, old_values);
   StepStats s;
   const auto backward_start = Clock::now();
   policy_.zero_grad();

@@ -52,6 +52,15 @@ class Trainer {
   void load_optimizer_state(const std::string& state);
   // loss.return_scaling's running statistics; null when it is off.
   ReturnScaler* return_scaler() { return return_scaler_ ? &*return_scaler_ : nullptr; }
+  // model.normalize_observations' running statistics (float64), taken in
+  // from each batch by start_batch() before its forward passes, the model's
+  // float32 copy set from them; null when it is off.
+  const ObservationStats* observation_stats() const {
+    return observation_stats_ ? &*observation_stats_ : nullptr;
+  }
+  // A checkpoint's statistics, into both (resume). Throws Error when the
+  // model does not normalise or their size is not its observations'.
+  void restore_observation_stats(const ObservationStats& stats);
 
   // Every optimizer step of `batch` (learner.epochs × learner.minibatches);
   // `progress` in [0, 1] drives the LR schedule. Returns their stats, add()ed.
@@ -90,10 +99,15 @@ class Trainer {
 
  private:
   Batch on_device(const Batch& cpu) const;
-  PolicyOutput forward(const Batch& b);  // [(T+1)·N] rows
+  void update_observation_stats(const Batch& batch);  // from its CPU observations
+  PolicyOutput forward(const Batch& b);               // [(T+1)·N] rows
+  // GAE(λ) of `b` from the network's outputs on it (values [T+1, N]).
+  kernels::GaeResult gae(const Batch& b, const PolicyOutput& out, const at::Tensor& values);
   // Forward, loss and backward on `b`, whose advantages and value targets
-  // are given ([T, N]) or, undefined, computed from this forward.
-  StepStats backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets);
+  // are given ([T, N]) or, undefined, computed from this forward; old_values
+  // [T, N] (or undefined) are what loss.value_clip clips against.
+  StepStats backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets,
+                        const at::Tensor& old_values = {});
 
   Config c_;
   at::Device device_;
@@ -105,10 +119,12 @@ class Trainer {
   const int64_t epochs_, minibatches_;
   at::Generator permutations_;  // run.seed's, CPU
   std::optional<ReturnScaler> return_scaler_;
+  std::optional<ObservationStats> observation_stats_;
   // The started batch: on the device, its GAE advantages and returns when
   // computed once ([T, N], else undefined), and each step's columns.
   Batch batch_;
   at::Tensor batch_advantages_, batch_targets_;
+  at::Tensor batch_values_;  // [T, N] the values of that forward (loss.value_clip's V₀)
   std::vector<at::Tensor> columns_;
   double start_s_ = 0;  // start_batch's time, counted in the first step's forward_s
 };

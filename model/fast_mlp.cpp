@@ -156,7 +156,8 @@ void standard_normals(std::mt19937_64& rng, float* out, int64_t n) {
 }  // namespace
 
 bool FastMlp::supports(const ModelSpec& model, const EnvSpec& env) {
-  return !model.pixels && model.core_hidden == 0 && env.obs_dtype == Dtype::kFloat32;
+  return !model.pixels && model.core_hidden == 0 && !model.separate_value &&
+         env.obs_dtype == Dtype::kFloat32;
 }
 
 std::unique_ptr<FastMlp> FastMlp::make_for(PolicyNetImpl& model, const EnvSpec& env,

@@ -36,7 +36,8 @@ namespace pronghorn {
 class FastMlp {
  public:
   // Whether the fused path runs this model for this env: an MLP torso on
-  // float32 vector observations (not pixels).
+  // float32 vector observations (not pixels), both heads on it (not
+  // model.separate_value, which LibTorch runs).
   static bool supports(const ModelSpec& model, const EnvSpec& env);
 
   // The fused path for `model` when `mode` (model.fast_path) is auto and the

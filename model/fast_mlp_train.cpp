@@ -191,7 +191,8 @@ std::vector<at::Tensor> mlp_parameters(PolicyNetImpl& model) {
 bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
                             ModelConfig::FastPath mode) {
   if (mode != ModelConfig::FastPath::kAuto || model.spec().pixels ||
-      model.spec().core_hidden != 0 || !obs.device().is_cpu() || obs.scalar_type() != at::kFloat) {
+      model.spec().core_hidden != 0 || model.spec().separate_value || !obs.device().is_cpu() ||
+      obs.scalar_type() != at::kFloat) {
     return false;
   }
   const std::vector<at::Tensor> params = mlp_parameters(model);

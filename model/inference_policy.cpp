@@ -16,6 +16,7 @@ InferencePolicy::InferencePolicy(PolicyNet model, const EnvSpec& env, int64_t ro
       env_(env),
       rows_(rows),
       parameter_count_(model_->parameter_count()),
+      published_count_(model_->published_count()),
       fast_(FastMlp::make_for(*model_, env, mode, seed)),
       core_(model_->initial_state(rows)),
       keep_(at::ones({rows, 1}, at::kFloat)) {}
@@ -25,18 +26,30 @@ InferencePolicy::~InferencePolicy() = default;
 void InferencePolicy::load(const float* flat) {
   if (fast_) {
     fast_->load(flat);  // `model_` is not run: LibTorch's copies skipped
+    model_->read_observation_statistics(flat + parameter_count_);
   } else {
-    model_->read_flat(flat);
+    model_->read_published(flat);
   }
 }
 
 at::Tensor InferencePolicy::observations(const void* obs) const {
-  return preprocess_(observation_tensor(obs, env_, rows_));
+  return preprocess_observations(observation_tensor(obs, env_, rows_), *model_);
+}
+
+const float* InferencePolicy::fused_input(const void* obs) {
+  const auto* rows = static_cast<const float*>(obs);
+  if (!model_->normalizes_observations()) return rows;
+  const int64_t d = model_->observation_size();
+  scratch_.resize(static_cast<size_t>(rows_ * d));
+  normalize_rows(rows, scratch_.data(), rows_, d, model_->observation_mean().data_ptr<float>(),
+                 model_->observation_var().data_ptr<float>(),
+                 static_cast<float>(model_->spec().observation_clip));
+  return scratch_.data();
 }
 
 void InferencePolicy::act(const void* obs, bool greedy, const ActionsOut& into) {
   if (fast_) {
-    fast_->act(static_cast<const float*>(obs), rows_, env_, greedy, into);
+    fast_->act(fused_input(obs), rows_, env_, greedy, into);
     return;
   }
   c10::InferenceMode inference;
@@ -47,7 +60,7 @@ void InferencePolicy::forward(const void* obs, const Outputs& into) {
   const int64_t A = env_.action_size;
   const bool gaussian = env_.action_kind == ActionKind::kContinuous;
   if (fast_) {
-    fast_->forward(static_cast<const float*>(obs), rows_);
+    fast_->forward(fused_input(obs), rows_);
     for (int64_t k = 0; k < rows_; ++k) {
       for (int64_t a = 0; a < A; ++a) {
         into.logits[k * A + a] = fast_->logit(k, a);
@@ -69,7 +82,7 @@ void InferencePolicy::forward(const void* obs, const Outputs& into) {
 
 void InferencePolicy::values(const void* obs, float* out) {
   if (fast_) {
-    fast_->values(static_cast<const float*>(obs), rows_, out);
+    fast_->values(fused_input(obs), rows_, out);
     return;
   }
   c10::InferenceMode inference;

@@ -54,10 +54,24 @@ NetworkLayout network_layout(const ModelSpec& spec) {
   } else {
     for (int64_t d : spec.obs_shape) width *= d;
   }
+  const Kind activation =
+      spec.activation == ModelConfig::Activation::kRelu ? Kind::kRelu : Kind::kTanh;
+  const int64_t input_width = width;
   for (int64_t units : spec.hidden) {
     add({.kind = Kind::kLinear, .in = width, .out = units});
-    add({.kind = spec.activation == ModelConfig::Activation::kRelu ? Kind::kRelu : Kind::kTanh});
+    add({.kind = activation});
     width = units;
+  }
+  if (spec.separate_value) {
+    int64_t in = input_width;
+    for (int64_t units : spec.hidden) {
+      for (TorsoLayer layer : {TorsoLayer{.kind = Kind::kLinear, .in = in, .out = units},
+                               TorsoLayer{.kind = activation}}) {
+        layer.name = "value_torso." + std::to_string(layout.value_torso.size());
+        layout.value_torso.push_back(layer);
+      }
+      in = units;
+    }
   }
   layout.torso_width = width;
   layout.core_hidden = spec.core_hidden;

@@ -39,6 +39,10 @@ struct NetworkLayout {
   // images [N, C, H, W] as they are.
   bool flatten_input = true;
   std::vector<TorsoLayer> torso;
+  // model.separate_value: the value head's own MLP ("value_torso.N"), on the
+  // same flattened input, of the torso's widths; empty: the value head sits
+  // on the torso (or the core) as the policy head does.
+  std::vector<TorsoLayer> value_torso;
   int64_t torso_width = 0;  // features out of the torso
   int64_t core_hidden = 0;  // the LSTM core's width (parameters "core.weight_ih" …); 0 = none
   int64_t head_width = 0;   // features into the heads: core_hidden, else torso_width

@@ -32,6 +32,17 @@ ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   spec.core_hidden = config.core == ModelConfig::Core::kLstm ? config.core_hidden : 0;
   spec.init = config.init;
   spec.log_std_init = config.log_std_init;
+  spec.normalize_observations = config.normalize_observations;
+  spec.observation_clip = config.observation_clip;
+  spec.separate_value = config.separate_value;
+  PRONGHORN_CHECK(!spec.separate_value || (!spec.pixels && spec.core_hidden == 0),
+                  "model.separate_value = true: expected an MLP policy without a core (env ",
+                  env.name, spec.pixels ? " gives images: the IMPALA CNN" : "",
+                  spec.core_hidden > 0 ? ", model.core = \"lstm\"" : "", ")");
+  PRONGHORN_CHECK(
+      !spec.normalize_observations || (env.obs_dtype == Dtype::kFloat32 && !spec.pixels),
+      "model.normalize_observations = true: env ", env.name,
+      " gives image observations (uint8 pixels); it normalises float observations");
   return spec;
 }
 
@@ -90,6 +101,11 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
   for (const TorsoLayer& layer : layout.torso) torso->push_back(module_for(layer));
   int64_t width = layout.torso_width;
   torso_ = register_module("torso", torso);
+  if (!layout.value_torso.empty()) {
+    torch::nn::Sequential value_torso;
+    for (const TorsoLayer& layer : layout.value_torso) value_torso->push_back(module_for(layer));
+    value_torso_ = register_module("value_torso", value_torso);
+  }
   // Registered only when wanted: a feed-forward model keeps its parameters
   // (and so its checkpoints) as they were before the core existed.
   if (spec.core_hidden > 0) {
@@ -109,6 +125,8 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
     policy_->weight.mul_(0.01);
     policy_->bias.zero_();
   }
+  // Before any batch: mean 0, variance 1, as the running statistics start.
+  if (spec.normalize_observations) set_observation_statistics(ObservationStats(observation_size()));
 }
 
 // model.init = "orthogonal": each weight orthogonal (its rows, or its
@@ -120,7 +138,11 @@ void PolicyNetImpl::initialise_orthogonally() {
     torch::nn::init::orthogonal_(weight, gain);
     if (bias.defined()) bias.zero_();
   };
-  for (const std::shared_ptr<torch::nn::Module>& m : torso_->modules(/*include_self=*/false)) {
+  std::vector<std::shared_ptr<torch::nn::Module>> torsos = torso_->modules(false);
+  if (value_torso_) {
+    for (const auto& m : value_torso_->modules(false)) torsos.push_back(m);
+  }
+  for (const std::shared_ptr<torch::nn::Module>& m : torsos) {
     if (auto* linear = m->as<torch::nn::Linear>())
       set(linear->weight, linear->bias, std::sqrt(2.0));
     if (auto* conv = m->as<torch::nn::Conv2d>()) set(conv->weight, conv->bias, std::sqrt(2.0));
@@ -144,30 +166,36 @@ at::Tensor gaussian_log_prob(const at::Tensor& x, const at::Tensor& mean,
   return (-0.5 * z * z - log_std - 0.9189385332046727).sum(-1);  // 0.9189… = ½ ln 2π
 }
 
-at::Tensor PolicyNetImpl::features(const at::Tensor& obs) {
+at::Tensor PolicyNetImpl::flattened(const at::Tensor& obs) {
   // Preprocessing (pixels to [0, 1]) is the policy face's (model/policy_face.h).
-  PRONGHORN_CHECK(obs.is_floating_point(), "model: observations of dtype ", obs.scalar_type(),
-                  "; the network takes them preprocessed (ObservationPreprocessor)");
-  at::Tensor x = obs;
-  if (!spec_.pixels) x = x.reshape({x.size(0), -1});  // NetworkLayout::flatten_input
-  return torso_->forward(x);
+  PRONGHORN_CHECK(
+      obs.is_floating_point(), "model: observations of dtype ", obs.scalar_type(),
+      "; the network takes them preprocessed (preprocess_observations(), model/policy_face.h)");
+  if (spec_.pixels) return obs;
+  return obs.reshape({obs.size(0), -1});  // NetworkLayout::flatten_input
 }
 
-PolicyOutput PolicyNetImpl::heads(const at::Tensor& h) {
+at::Tensor PolicyNetImpl::features(const at::Tensor& obs) {
+  return torso_->forward(flattened(obs));
+}
+
+PolicyOutput PolicyNetImpl::heads(const at::Tensor& h, const at::Tensor& value_features) {
   PolicyOutput out;
   out.logits = policy_->forward(h);
-  out.value = value_->forward(h).squeeze(-1);
+  out.value = value_->forward(value_features.defined() ? value_features : h).squeeze(-1);
   if (spec_.continuous) out.log_std = log_std_.expand_as(out.logits);
   return out;
 }
 
 PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs) {
   PRONGHORN_CHECK(!recurrent(), "model: a recurrent model steps with its core's state");
-  return heads(features(obs));
+  if (!value_torso_) return heads(features(obs));
+  const at::Tensor x = flattened(obs);
+  return heads(torso_->forward(x), value_torso_->forward(x));
 }
 
 PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs, CoreState& state) {
-  if (!recurrent()) return heads(features(obs));
+  if (!recurrent()) return forward(obs);
   const at::Tensor x = features(obs);                                    // [N, width]
   return heads(core_->forward(x.unsqueeze(0), state, at::Tensor())[0]);  // [N, H]
 }
@@ -175,8 +203,8 @@ PolicyOutput PolicyNetImpl::forward(const at::Tensor& obs, CoreState& state) {
 PolicyOutput PolicyNetImpl::forward_sequence(const at::Tensor& obs, CoreState& state,
                                              const at::Tensor& ended) {
   const int64_t S = obs.size(0), N = obs.size(1);
+  if (!recurrent()) return forward(obs.flatten(0, 1));
   const at::Tensor x = features(obs.flatten(0, 1));  // [S·N, width]: the torso in one batch
-  if (!recurrent()) return heads(x);
   return heads(core_->forward(x.reshape({S, N, -1}), state, ended).flatten(0, 1));
 }
 
@@ -198,6 +226,64 @@ void PolicyNetImpl::write_flat(float* out) {
     std::memcpy(out, c.data_ptr<float>(), sizeof(float) * c.numel());
     out += c.numel();
   }
+}
+
+void PolicyNetImpl::set_observation_statistics(const ObservationStats& stats) {
+  const int64_t d = stats.size();
+  PRONGHORN_CHECK(spec_.normalize_observations,
+                  "observation statistics for a model that does not "
+                  "normalise observations");
+  const at::TensorOptions options = policy_->weight.options().requires_grad(false);
+  observation_mean_ =
+      at::tensor(stats.mean, at::TensorOptions(at::kDouble)).to(options.dtype(at::kFloat));
+  observation_var_ =
+      at::tensor(stats.var, at::TensorOptions(at::kDouble)).to(options.dtype(at::kFloat));
+  PRONGHORN_CHECK(d == observation_size(), "observation statistics of ", d,
+                  " values for observations of ", observation_size());
+}
+
+void PolicyNetImpl::drop_observation_statistics() {
+  observation_mean_ = observation_var_ = at::Tensor();
+}
+
+int64_t PolicyNetImpl::observation_size() const {
+  int64_t n = 1;
+  for (int64_t dim : spec_.obs_shape) n *= dim;
+  return n;
+}
+
+int64_t PolicyNetImpl::published_count() {
+  return parameter_count() + (spec_.normalize_observations ? 2 * observation_size() : 0);
+}
+
+// Only evaluation and export drop statistics, and neither publishes.
+void PolicyNetImpl::write_published(float* out) {
+  write_flat(out);
+  if (!spec_.normalize_observations) return;
+  PRONGHORN_CHECK(normalizes_observations(),
+                  "publishing a model whose observation statistics "
+                  "were dropped");
+  const int64_t d = observation_size();
+  float* at = out + parameter_count();
+  const at::Tensor mean = observation_mean_.to(at::kCPU).contiguous();
+  const at::Tensor var = observation_var_.to(at::kCPU).contiguous();
+  std::memcpy(at, mean.data_ptr<float>(), sizeof(float) * d);
+  std::memcpy(at + d, var.data_ptr<float>(), sizeof(float) * d);
+}
+
+void PolicyNetImpl::read_published(const float* in) {
+  read_flat(in);
+  read_observation_statistics(in + parameter_count());
+}
+
+void PolicyNetImpl::read_observation_statistics(const float* in) {
+  if (!spec_.normalize_observations) return;
+  const int64_t d = observation_size();
+  const at::TensorOptions options = policy_->weight.options().requires_grad(false);
+  observation_mean_ =
+      at::from_blob(const_cast<float*>(in), {d}, at::kFloat).to(options, false, true);
+  observation_var_ =
+      at::from_blob(const_cast<float*>(in + d), {d}, at::kFloat).to(options, false, true);
 }
 
 void PolicyNetImpl::read_flat(const float* in) {

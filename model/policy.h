@@ -7,6 +7,8 @@
 //   image observations (uint8 [C, H, W]) → the IMPALA CNN, then the MLP
 //   then, with model.core = "lstm", an LSTM (model/lstm_core.h) whose state
 //   each env carries from step to step
+//   with model.separate_value, the value head on an MLP of its own
+//   ("value_torso"), beside the policy's
 // Heads: categorical logits [N, A], or Gaussian mean [N, D] with a learned
 // state-independent log-std [D]; value [N].
 #pragma once
@@ -21,6 +23,7 @@
 #include "core/config.h"
 #include "core/env_spec.h"
 #include "model/lstm_core.h"
+#include "model/observation_norm.h"
 
 namespace pronghorn {
 
@@ -34,6 +37,11 @@ struct ModelSpec {
   int64_t core_hidden = 0;  // the LSTM core's width; 0 = feed-forward
   ModelConfig::Init init = ModelConfig::Init::kDefault;
   double log_std_init = 0.0;
+  // Float vector observations normalised by running statistics before the
+  // network (model/observation_norm.h), clipped to ±observation_clip.
+  bool normalize_observations = false;
+  double observation_clip = 10.0;
+  bool separate_value = false;  // the value head on a torso of its own
 };
 
 // The model an env needs: its observation and action spaces, and the config.
@@ -56,7 +64,7 @@ class PolicyNetImpl : public torch::nn::Module {
   explicit PolicyNetImpl(const ModelSpec& spec);
 
   // obs: [N, obs...] float32, preprocessed (uint8 pixels scaled by
-  // ObservationPreprocessor, model/policy_face.h). Feed-forward models only.
+  // preprocess_observations(), model/policy_face.h). Feed-forward models only.
   PolicyOutput forward(const at::Tensor& obs);
 
   // One step of N envs: `state` (initial_state() at an episode's start) is
@@ -81,17 +89,45 @@ class PolicyNetImpl : public torch::nn::Module {
   void write_flat(float* out);
   void read_flat(const float* in);
 
+  // The observation statistics the policy face normalises with (float32
+  // [obs size] each, on the parameters' device); undefined when the model
+  // does not normalise, or was loaded from a checkpoint that holds none.
+  const at::Tensor& observation_mean() const { return observation_mean_; }
+  const at::Tensor& observation_var() const { return observation_var_; }
+  bool normalizes_observations() const { return observation_mean_.defined(); }
+  // The running statistics' float32 copy becomes the applied one.
+  void set_observation_statistics(const ObservationStats& stats);
+  // None applied from now on (a checkpoint written without them).
+  void drop_observation_statistics();
+
+  // What travels to the actors as one policy version (the weight slab): the
+  // flat parameters, then the observation mean and variance when the spec
+  // normalises (2 × obs size floats). Sized by the spec, not by whether
+  // statistics are held now.
+  int64_t published_count();
+  void write_published(float* out);
+  void read_published(const float* in);
+  // The statistics part of a published vector (at parameter_count()): what
+  // the fused path, which holds its own parameters, reads of a version.
+  void read_observation_statistics(const float* in);
+  int64_t observation_size() const;  // floats per observation
+
  private:
   void initialise_orthogonally();
-  at::Tensor features(const at::Tensor& obs);  // the torso's output, [N, width]
-  PolicyOutput heads(const at::Tensor& features);
+  at::Tensor flattened(const at::Tensor& obs);  // the torso's input
+  at::Tensor features(const at::Tensor& obs);   // the torso's output, [N, width]
+  // The heads on `features`; the value head on `value_features` (the value
+  // torso's output) where the model has one, else on `features`.
+  PolicyOutput heads(const at::Tensor& features, const at::Tensor& value_features = {});
 
   ModelSpec spec_;
   torch::nn::Sequential torso_{nullptr};
-  LstmCore core_{nullptr};  // recurrent models only
+  torch::nn::Sequential value_torso_{nullptr};  // model.separate_value only
+  LstmCore core_{nullptr};                      // recurrent models only
   torch::nn::Linear policy_{nullptr};
   torch::nn::Linear value_{nullptr};
   at::Tensor log_std_;
+  at::Tensor observation_mean_, observation_var_;  // float32 [obs size]; see above
 };
 TORCH_MODULE(PolicyNet);
 

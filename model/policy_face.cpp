@@ -17,9 +17,13 @@ std::vector<ParameterEntry> parameter_list(PolicyNetImpl& model) {
   return list;
 }
 
-at::Tensor ObservationPreprocessor::operator()(const at::Tensor& obs) const {
+at::Tensor preprocess_observations(const at::Tensor& obs, const PolicyNetImpl& model) {
   // Byte observations are pixels in [0, 255]: scaled to [0, 1] for either torso.
-  return obs.scalar_type() == at::kByte ? obs.to(at::kFloat).div(255.0) : obs;
+  if (obs.scalar_type() == at::kByte) return obs.to(at::kFloat).div(255.0);
+  if (!model.normalizes_observations()) return obs;
+  return normalize_observations(obs, model.observation_mean().to(obs.device()),
+                                model.observation_var().to(obs.device()),
+                                model.spec().observation_clip);
 }
 
 }  // namespace pronghorn

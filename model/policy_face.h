@@ -2,8 +2,8 @@
 // half (actors, evaluation) and a training half (the learner's step). Behind
 // it, and nowhere else, the fused MLP code (model/fast_mlp*.h, fast_adam.h,
 // fast_clip.h) or LibTorch's PolicyNet is chosen, once, from model.fast_path,
-// the model (an MLP on float32 vectors, no recurrent core) and the device (the
-// CPU): callers never ask which.
+// the model (an MLP on float32 vectors, no recurrent core, one torso for both
+// heads) and the device (the CPU): callers never ask which.
 //
 //   inference: obs [K, obs...] (the env's dtype) → preprocessing → network →
 //              sampled actions, behaviour log-probs [K]; values [K]; a
@@ -50,14 +50,11 @@ struct ParameterEntry {
 std::vector<ParameterEntry> parameter_list(PolicyNetImpl& model);
 
 // Observations as the network takes them: uint8 pixels scaled to [0, 1]
-// (x / 255, float32), float32 as given; [N, obs...] → [N, obs...]. The one
-// place for preprocessing: running normalisation statistics (continuous
-// control) belong here, saved beside the parameters, and then the fused path
-// must apply them too (it takes float32 observations as they are today).
-class ObservationPreprocessor {
- public:
-  at::Tensor operator()(const at::Tensor& obs) const;
-};
+// (x / 255, float32); float32 normalised by the model's observation
+// statistics where it holds them (model/observation_norm.h), else as given.
+// [N, obs...] → [N, obs...]. The one place for preprocessing: both halves,
+// both paths.
+at::Tensor preprocess_observations(const at::Tensor& obs, const PolicyNetImpl& model);
 
 // The inference half: K envs acting, one observation each per step. One
 // object per thread (act() and values() write its buffers); LibTorch's work
@@ -81,9 +78,13 @@ class InferencePolicy {
   bool fused() const { return fast_ != nullptr; }
   int64_t rows() const { return rows_; }
   int64_t parameter_count() const { return parameter_count_; }
+  // Floats of one policy version: the parameters, then the observation
+  // statistics where the model normalises (PolicyNetImpl::published_count()).
+  int64_t published_count() const { return published_count_; }
 
-  // New weights, parameter_count() floats in parameter_list()'s layout (the
-  // weight slab's copy). Copies them.
+  // A new policy version, published_count() floats as the learner publishes
+  // them (the weight slab's copy): the parameters in parameter_list()'s
+  // layout, then the observation statistics. Copies them.
   void load(const float* flat);
 
   // One step of the K envs: obs [K, obs...] of the env's dtype (contiguous)
@@ -122,13 +123,15 @@ class InferencePolicy {
 
  private:
   at::Tensor observations(const void* obs) const;  // [K, obs...], preprocessed
+  // The fused path's input: `obs` itself, or its normalised copy in scratch_.
+  const float* fused_input(const void* obs);
 
   PolicyNet model_;
   EnvSpec env_;
   int64_t rows_;
-  int64_t parameter_count_;
-  ObservationPreprocessor preprocess_;
+  int64_t parameter_count_, published_count_;
   std::unique_ptr<FastMlp> fast_;  // set: the fused path
+  std::vector<float> scratch_;     // [K, obs]: normalised observations (fused path)
   CoreState core_;                 // LibTorch, recurrent: [K, H] each
   at::Tensor keep_;                // [K, 1] float32: 0 where an episode ended
 };
@@ -171,7 +174,6 @@ class TrainingPolicy {
   PolicyNet model_;
   bool fused_;  // model.fast_path = auto: the fused clip and Adam
   ModelConfig::FastPath mode_;
-  ObservationPreprocessor preprocess_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 

@@ -62,6 +62,17 @@ TEST(PolicyFaceTest, TheFusedPathRunsMlpsOnFloatVectorsWithModeAutoOnly) {
   EXPECT_FALSE(InferencePolicy(mlp, env, 4, kOff, 1).fused());
   PolicyNet lstm = random_net(env, lstm_config(), 1);
   EXPECT_FALSE(InferencePolicy(lstm, env, 4, kAuto, 1).fused());
+  ModelConfig separate;
+  separate.separate_value = true;  // LibTorch runs a value torso of its own
+  PolicyNet two_torsos = random_net(env, separate, 1);
+  EXPECT_FALSE(InferencePolicy(two_torsos, env, 4, kAuto, 1).fused());
+  EXPECT_THROW(model_spec_for(env,
+                              [] {
+                                ModelConfig c = lstm_config();
+                                c.separate_value = true;
+                                return c;
+                              }()),
+               Error);
   ModelConfig mlp_on_pixels;
   mlp_on_pixels.kind = ModelConfig::Kind::kMlp;
   PolicyNet over_bytes = random_net(pixel_env(), mlp_on_pixels, 1);

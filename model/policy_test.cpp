@@ -137,7 +137,9 @@ TEST(ModelTest, OrthogonalInitGivesEachLayerItsGainAndZeroBiases) {
   mlp.log_std_init = -0.5;
   ModelSpec cnn = pixel_spec();
   cnn.init = ModelConfig::Init::kOrthogonal;
-  for (const ModelSpec& spec : {mlp, cnn}) {
+  ModelSpec separate = mlp;
+  separate.separate_value = true;  // its value torso: √2 like the policy's
+  for (const ModelSpec& spec : {mlp, cnn, separate}) {
     PolicyNet net(spec);
     int weights = 0;
     for (const auto& item : net->named_parameters()) {
@@ -156,13 +158,60 @@ TEST(ModelTest, OrthogonalInitGivesEachLayerItsGainAndZeroBiases) {
         ++weights;
       }
     }
-    EXPECT_GE(weights, spec.pixels ? 18 : 6) << "every weight matrix checked";
+    EXPECT_GE(weights, spec.pixels ? 18 : spec.separate_value ? 8 : 6) << "every weight checked";
   }
   // The default init is not orthogonal (what the option changes).
   ModelSpec plain = mlp;
   plain.init = ModelConfig::Init::kDefault;
   PolicyNet net(plain);
   EXPECT_GT(orthogonality_error(net->named_parameters()["torso.0.weight"], std::sqrt(2.0)), 0.1);
+}
+
+// model.separate_value: the value head on an MLP of its own, on the same
+// input; a loss on the value reaches none of the policy's parameters, and
+// one on the policy none of the value's.
+TEST(ModelTest, ASeparateValueNetworkSharesNoParameterWithThePolicy) {
+  ModelSpec spec;
+  spec.obs_shape = {3};
+  spec.actions = 2;
+  spec.continuous = true;
+  spec.hidden = {8, 8};
+  spec.separate_value = true;
+  PolicyNet net(spec);
+  std::vector<std::string> names;
+  for (const auto& item : net->named_parameters()) names.push_back(item.key());
+  // LibTorch names a module's own parameters before its children's.
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"log_std", "torso.0.weight", "torso.0.bias", "torso.2.weight",
+                                      "torso.2.bias", "value_torso.0.weight", "value_torso.0.bias",
+                                      "value_torso.2.weight", "value_torso.2.bias", "policy.weight",
+                                      "policy.bias", "value.weight", "value.bias"}));
+  const at::Tensor obs = at::randn({5, 3});
+  const auto touched = [&](bool by_value) {
+    net->zero_grad();
+    const PolicyOutput out = net->forward(obs);
+    (by_value ? out.value.sum() : out.logits.sum()).backward();
+    std::vector<std::string> with_gradient;
+    for (const auto& item : net->named_parameters()) {
+      const at::Tensor& g = item.value().grad();
+      if (g.defined() && g.abs().sum().item<double>() > 0) with_gradient.push_back(item.key());
+    }
+    return with_gradient;
+  };
+  EXPECT_EQ(touched(/*by_value=*/true),
+            (std::vector<std::string>{"value_torso.0.weight", "value_torso.0.bias",
+                                      "value_torso.2.weight", "value_torso.2.bias", "value.weight",
+                                      "value.bias"}));
+  EXPECT_EQ(touched(/*by_value=*/false),
+            (std::vector<std::string>{"torso.0.weight", "torso.0.bias", "torso.2.weight",
+                                      "torso.2.bias", "policy.weight", "policy.bias"}));
+  // The value is the value head on the value torso's tanh MLP.
+  std::map<std::string, at::Tensor> p;
+  for (const auto& item : net->named_parameters()) p[item.key()] = item.value().detach();
+  at::Tensor h = at::tanh(at::linear(obs, p["value_torso.0.weight"], p["value_torso.0.bias"]));
+  h = at::tanh(at::linear(h, p["value_torso.2.weight"], p["value_torso.2.bias"]));
+  const at::Tensor want = at::linear(h, p["value.weight"], p["value.bias"]).squeeze(-1);
+  EXPECT_TRUE(at::allclose(net->forward(obs).value.detach(), want, 1e-5, 1e-5));
 }
 
 }  // namespace

@@ -45,13 +45,14 @@ PolicyOutput TrainingPolicy::forward(const at::Tensor& obs, const at::Tensor& co
                                      const at::Tensor& ended) {
   if (!model_->recurrent()) {
     const at::Tensor rows = obs.flatten(0, 1);
-    if (fused_training_applies(*model_, rows, mode_)) return fused_forward(*model_, rows);
-    return model_->forward(preprocess_(rows));
+    const at::Tensor input = preprocess_observations(rows, *model_);
+    if (fused_training_applies(*model_, rows, mode_)) return fused_forward(*model_, input);
+    return model_->forward(input);
   }
   PRONGHORN_CHECK(core_state.defined(),
                   "learner step: a recurrent model needs the batch's core_state");
   CoreState core{core_state[0], core_state[1]};
-  return model_->forward_sequence(preprocess_(obs), core, ended);
+  return model_->forward_sequence(preprocess_observations(obs, *model_), core, ended);
 }
 
 void TrainingPolicy::zero_grad() { optimizer_->zero_grad(); }

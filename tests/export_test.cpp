@@ -1,6 +1,7 @@
 // `pronghorn export` end to end, as real processes: a short run of each kind
 // of network (the MLP on the fused path and off it, the IMPALA CNN on pixels,
-// the LSTM over 3 steps with an episode start, the Gaussian head), exported;
+// the LSTM over 3 steps with an episode start, the Gaussian head, normalised
+// observations), exported;
 // the NumPy loader and onnxruntime (tests/testing/check_export.py, in the
 // pinned test venv) reproduce the binary's own forward pass (`pronghorn eval
 // --dump-forward`, through the actors' policy face) within float32's
@@ -109,6 +110,35 @@ TEST(ExportTest, GaussianPolicyMatchesTheBinary) {
   ExportRun r;
   ASSERT_NO_FATAL_FAILURE(r.train_and_export("pendulum.toml", "--set run.total_steps=30000"));
   EXPECT_EQ(r.check_forward(2, 5), "1");
+}
+
+// model.normalize_observations: the statistics the run learned travel in
+// the export (format 2) and both the loader and ONNX apply them, clip
+// included, as the binary does on either path.
+TEST(ExportTest, NormalisedObservationsOnEitherPathMatchTheBinary) {
+  ExportRun r;
+  ASSERT_NO_FATAL_FAILURE(
+      r.train_and_export("pendulum.toml",
+                         "--set run.total_steps=30000 --set model.normalize_observations=true "
+                         "--set model.observation_clip=1.5"));
+  const std::string json = shell("cat " + r.out + "/policy.json").second;
+  EXPECT_NE(json.find("\"normalize\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"format_version\" : 2"), std::string::npos) << json;
+  EXPECT_EQ(r.check_forward(2, 5), "1");
+  EXPECT_EQ(r.check_forward(2, 5, "off"), "0");
+}
+
+// model.separate_value: the value head on its own MLP (LibTorch's path),
+// with observation normalisation, as the MuJoCo presets may run it.
+TEST(ExportTest, ASeparateValueNetworkMatchesTheBinary) {
+  ExportRun r;
+  ASSERT_NO_FATAL_FAILURE(
+      r.train_and_export("pendulum.toml",
+                         "--set run.total_steps=20000 --set model.separate_value=true "
+                         "--set model.normalize_observations=true"));
+  const std::string json = shell("cat " + r.out + "/policy.json").second;
+  EXPECT_NE(json.find("\"value_torso\""), std::string::npos) << json;
+  EXPECT_EQ(r.check_forward(2, 5), "0");  // never fused
 }
 
 TEST(ExportTest, WhatAUserNamesWrongIsOneClearLine) {

@@ -45,6 +45,19 @@ void load_parameters(PolicyNet& model, const learner::Checkpoint& ckpt, const st
   PRONGHORN_CHECK(unfit.empty(), "checkpoint ", file, " does not fit the model of ", config_path,
                   ": ", unfit);
   model->read_flat(ckpt.parameters.data());
+  // The statistics the parameters were trained under, frozen; a checkpoint
+  // written before them holds none, and none are applied.
+  if (!ckpt.observation_stats) {
+    model->drop_observation_statistics();
+    return;
+  }
+  PRONGHORN_CHECK(model->spec().normalize_observations, "checkpoint ", file,
+                  " holds observation statistics, but ", config_path,
+                  " does not set model.normalize_observations = true");
+  PRONGHORN_CHECK(ckpt.observation_stats->size() == model->observation_size(), "checkpoint ", file,
+                  " holds observation statistics of ", ckpt.observation_stats->size(),
+                  " values, the env's observations have ", model->observation_size());
+  model->set_observation_statistics(*ckpt.observation_stats);
 }
 
 RunPolicy load_run_policy(const std::string& path, const char* command) {

@@ -21,7 +21,7 @@ import struct
 import numpy as np
 
 FORMAT = "pronghorn-policy"
-FORMAT_VERSION = 1
+FORMAT_VERSIONS = (1, 2)  # 2: observation["normalize"] or "value_torso" may be present
 
 _DTYPES = {"F32": np.dtype("<f4"), "U8": np.dtype("u1")}
 
@@ -95,10 +95,11 @@ class Policy:
         with open(os.path.join(directory, "policy.json")) as f:
             self.description = json.load(f)
         d = self.description
-        if d.get("format") != FORMAT or d.get("format_version") != FORMAT_VERSION:
+        if d.get("format") != FORMAT or d.get("format_version") not in FORMAT_VERSIONS:
             raise ValueError(
                 f"{directory}/policy.json: format {d.get('format')!r} version "
-                f"{d.get('format_version')!r}; this loader reads {FORMAT!r} version {FORMAT_VERSION}")
+                f"{d.get('format_version')!r}; this loader reads {FORMAT!r} versions "
+                f"{', '.join(map(str, FORMAT_VERSIONS))}")
         self.weights = read_safetensors(os.path.join(directory, d["weights"]))
         obs = d["observation"]
         self.obs_shape = tuple(obs["shape"])
@@ -116,8 +117,8 @@ class Policy:
     def _param(self, name):
         return self.weights[name]
 
-    def _torso(self, x):
-        for layer in self.description["torso"]:
+    def _torso(self, x, layers=None):
+        for layer in self.description["torso"] if layers is None else layers:
             kind, name = layer["kind"], layer["name"]
             if kind == "linear":
                 x = x @ self._param(name + ".weight").T + self._param(name + ".bias")
@@ -163,8 +164,14 @@ class Policy:
         obs, _ = self._batch(obs)
         d = self.description["observation"]
         x = obs.astype(np.float32) / np.float32(d["divide"]) if d["divide"] != 1 else obs.astype(np.float32)
+        norm = d.get("normalize")
+        if norm is not None:  # the running statistics the policy was trained under, frozen
+            scale = np.sqrt(self._param(norm["var"]) + np.float32(norm["epsilon"]))
+            clip = np.float32(norm["clip"])
+            x = np.clip((x - self._param(norm["mean"])) / scale, -clip, clip)
         if d["flatten"]:
             x = x.reshape(x.shape[0], -1)
+        value_x = self._torso(x, self.description["value_torso"]) if "value_torso" in self.description else None
         x = self._torso(x)
         if self.core is not None:
             h, c = state if state is not None else self.initial_state(x.shape[0])
@@ -178,7 +185,9 @@ class Policy:
         heads = self.description["heads"]
         out = {"state": state if self.core is not None else None}
         policy = x @ self._param(heads["policy"] + ".weight").T + self._param(heads["policy"] + ".bias")
-        value = x @ self._param(heads["value"] + ".weight").T + self._param(heads["value"] + ".bias")
+        if value_x is None:  # the value head on the policy's features
+            value_x = x
+        value = value_x @ self._param(heads["value"] + ".weight").T + self._param(heads["value"] + ".bias")
         out["value"] = value[:, 0]
         if self.action["kind"] == "continuous":
             out["mean"] = policy

@@ -23,6 +23,10 @@ inline ::testing::AssertionResult all_close(const at::Tensor& actual, const at::
   int64_t count = bad.sum().item<int64_t>();
   if (count == 0) return ::testing::AssertionSuccess();
   std::ostringstream out;
+  if (a.dim() == 0) {  // a scalar has no index to print
+    return ::testing::AssertionFailure()
+           << "got " << a.item<double>() << ", expected " << e.item<double>();
+  }
   out << count << " of " << a.numel() << " elements differ; first:";
   at::Tensor where = bad.nonzero();
   for (int64_t m = 0; m < std::min<int64_t>(5, where.size(0)); ++m) {
