@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "model/policy_face.h"
+#include "model/testing/test_envs.h"
 
 namespace pronghorn {
 namespace {
@@ -101,15 +102,7 @@ TEST(ObservationNormTest, NormalisationIsTheFormulaOnBothImplementationsBitForBi
   EXPECT_GT(clipped, 10);  // the clip was exercised
 }
 
-EnvSpec vector_env(bool continuous) {
-  EnvSpec env;
-  env.name = "test";
-  env.obs_shape = {4};
-  env.action_kind = continuous ? ActionKind::kContinuous : ActionKind::kDiscrete;
-  env.action_size = continuous ? 2 : 3;
-  if (continuous) env.action_low = {-1.0f, -2.0f}, env.action_high = {1.0f, 2.0f};
-  return env;
-}
+using testing::vector_env;
 
 ModelConfig normalising() {
   ModelConfig config;

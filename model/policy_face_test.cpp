@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/testing/test_envs.h"
 
 namespace pronghorn {
 namespace {
@@ -19,15 +20,7 @@ namespace {
 constexpr auto kAuto = ModelConfig::FastPath::kAuto;
 constexpr auto kOff = ModelConfig::FastPath::kOff;
 
-EnvSpec vector_env(bool continuous) {
-  EnvSpec env;
-  env.name = "test";
-  env.obs_shape = {4};
-  env.action_kind = continuous ? ActionKind::kContinuous : ActionKind::kDiscrete;
-  env.action_size = continuous ? 2 : 3;
-  if (continuous) env.action_low = {-1.0f, -2.0f}, env.action_high = {1.0f, 2.0f};
-  return env;
-}
+using testing::vector_env;
 
 EnvSpec pixel_env() {
   EnvSpec env;

@@ -282,7 +282,7 @@ TEST(PythonEnvJobTest, AWorkerKilledFromOutsideCostsOneActorLife) {
 
 TEST(PythonEnvJobTest, ThePythonPresetsAreValidConfigs) {
   const std::string python = test_python();
-  for (const char* preset : {"gym_cartpole", "lunarlander", "halfcheetah", "hopper"}) {
+  for (const char* preset : {"gym_cartpole", "lunarlander", "halfcheetah", "hopper", "walker2d"}) {
     const auto [code, out] =
         shell(std::string(PRONGHORN_BIN) + " config -c " + PRONGHORN_SOURCE_DIR + "/configs/" +
               preset + ".toml --set env.python=" + python);
