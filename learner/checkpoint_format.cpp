@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/fnv.h"
+#include "learner/checkpoint_statistics.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -233,59 +234,6 @@ bool read_parameters(std::string_view body, Checkpoint& c, std::string* why) {
   return true;
 }
 
-// "return_scaling": count, mean, var, f64 each; count above 0, var at least 0.
-bool read_return_stats(std::string_view body, Checkpoint& c, std::string* why) {
-  ReturnStats stats;
-  if (body.size() != 3 * sizeof(double)) {
-    *why = fmt::format("section \"return_scaling\" holds {} bytes, expected 24", body.size());
-    return false;
-  }
-  std::memcpy(&stats.count, body.data(), 8);
-  std::memcpy(&stats.mean, body.data() + 8, 8);
-  std::memcpy(&stats.var, body.data() + 16, 8);
-  if (!(stats.count > 0 && stats.var >= 0 && std::isfinite(stats.count) &&
-        std::isfinite(stats.mean) && std::isfinite(stats.var))) {
-    *why = fmt::format("section \"return_scaling\": count {}, mean {}, var {} are not statistics",
-                       stats.count, stats.mean, stats.var);
-    return false;
-  }
-  c.return_stats = stats;
-  return true;
-}
-
-// "observation_statistics": count, then d means and d variances, f64 each;
-// count above 0, every value finite, variances at least 0.
-bool read_observation_stats(std::string_view body, Checkpoint& c, std::string* why) {
-  const size_t doubles = body.size() / sizeof(double);
-  if (body.size() % sizeof(double) != 0 || doubles < 3 || doubles % 2 != 1) {
-    *why = fmt::format(
-        "section \"observation_statistics\" holds {} bytes, expected 8 × (1 + 2d) for d "
-        "observation values",
-        body.size());
-    return false;
-  }
-  std::vector<double> values(doubles);
-  std::memcpy(values.data(), body.data(), body.size());
-  const auto d = static_cast<int64_t>((doubles - 1) / 2);
-  ObservationStats stats(d);
-  stats.count = values[0];
-  std::copy(values.begin() + 1, values.begin() + 1 + d, stats.mean.begin());
-  std::copy(values.begin() + 1 + d, values.end(), stats.var.begin());
-  const bool finite =
-      std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
-  const bool variances =
-      std::all_of(stats.var.begin(), stats.var.end(), [](double v) { return v >= 0; });
-  if (!(finite && stats.count > 0 && variances)) {
-    *why = fmt::format(
-        "section \"observation_statistics\": count {} with {} means and variances that are not "
-        "statistics (each finite, count above 0, variances at least 0)",
-        stats.count, d);
-    return false;
-  }
-  c.observation_stats = std::move(stats);
-  return true;
-}
-
 std::optional<Checkpoint> decode_sections(std::string_view payload, std::string* why) {
   const std::optional<std::vector<SectionView>> sections = split_sections(payload, why);
   if (!sections) return std::nullopt;
@@ -300,9 +248,9 @@ std::optional<Checkpoint> decode_sections(std::string_view payload, std::string*
     } else if (s.name == kRng) {
       c.rng.assign(s.body);
     } else if (s.name == kReturnScaling) {
-      if (!read_return_stats(s.body, c, why)) return std::nullopt;
+      if (!read_return_stats(s.body, c.return_stats, why)) return std::nullopt;
     } else if (s.name == kObservationStatistics) {
-      if (!read_observation_stats(s.body, c, why)) return std::nullopt;
+      if (!read_observation_stats(s.body, c.observation_stats, why)) return std::nullopt;
     } else if ((s.flags & kSectionOptional) == 0) {
       *why = fmt::format(
           "section \"{}\" is not one this pronghorn reads and is not marked optional (a newer "
@@ -380,19 +328,12 @@ std::vector<Section> sections_of(const Checkpoint& c) {
                                    {std::string(kOptimizer), 0, c.optimizer},
                                    {std::string(kRng), 0, c.rng}};
   if (c.return_stats) {  // optional: the policy means the same without it
-    std::string stats;
-    for (double v : {c.return_stats->count, c.return_stats->mean, c.return_stats->var}) {
-      stats.append(reinterpret_cast<const char*>(&v), sizeof v);
-    }
-    sections.push_back({std::string(kReturnScaling), kSectionOptional, std::move(stats)});
+    sections.push_back(
+        {std::string(kReturnScaling), kSectionOptional, return_stats_body(*c.return_stats)});
   }
-  if (const auto& o = c.observation_stats) {  // required: without it the policy differs
-    std::string stats;
-    const auto put_f64 = [&](double v) { stats.append(reinterpret_cast<const char*>(&v), 8); };
-    put_f64(o->count);
-    for (double v : o->mean) put_f64(v);
-    for (double v : o->var) put_f64(v);
-    sections.push_back({std::string(kObservationStatistics), 0, std::move(stats)});
+  if (c.observation_stats) {  // required: without it the policy differs
+    sections.push_back(
+        {std::string(kObservationStatistics), 0, observation_stats_body(*c.observation_stats)});
   }
   return sections;
 }

@@ -19,6 +19,7 @@
 #include "envs/env.h"
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_model.h"
+#include "learner/testing/resume_run.h"
 #include "learner/trainer.h"
 
 namespace pronghorn::learner {
@@ -26,58 +27,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_folder(const char* what) {
-  std::string dir = ::testing::TempDir() + "/resume-" + std::to_string(getpid()) + "-" + what;
-  fs::remove_all(dir);
-  return dir;
-}
-
-// A CartPole learner on the CPU, as `pronghorn train` builds it.
-struct Learner {
-  Config config;
-  envs::EnvSpec spec;
-  Trainer trainer;
-  explicit Learner(const std::vector<std::string>& overrides = {})
-      : config(load_config("", with_cpu(overrides))),
-        spec(envs::make_env(config.env, 0)->spec()),
-        trainer(config, spec) {}
-  static std::vector<std::string> with_cpu(std::vector<std::string> overrides) {
-    overrides.push_back("learner.device=cpu");
-    return overrides;
-  }
-  std::vector<float> weights() {
-    std::vector<float> flat(trainer.model()->parameter_count());
-    trainer.model()->write_flat(flat.data());
-    return flat;
-  }
-};
-
-// T = 4 steps of N = 8 envs of random CartPole-shaped data from `seed`.
-Batch random_batch(uint64_t seed) {
-  torch::manual_seed(seed);
-  const int64_t T = 4, N = 8;
-  Batch b;
-  b.obs = torch::randn({T + 1, N, 4});
-  b.actions = torch::randint(0, 2, {T, N}, torch::kLong);
-  b.rewards = torch::ones({T, N});
-  b.discounts = torch::full({T, N}, 0.99f);
-  b.truncated = torch::zeros({T, N}, torch::kByte);
-  b.final_values = torch::zeros({T, N});
-  b.behaviour_log_probs = torch::full({T, N}, std::log(0.5f));
-  return b;
-}
-
-// The checkpoint `run` would write now, after `steps` learner steps.
-Checkpoint snapshot(Learner& run, uint64_t steps) {
-  Checkpoint c;
-  c.counters = {steps * 100, steps, steps, steps + 1};
-  c.parameters = run.weights();
-  c.parameter_layout = parameter_layout(*run.trainer.model());
-  c.optimizer = run.trainer.optimizer_state();
-  at::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
-  c.rng.assign(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), state.numel());
-  return c;
-}
+using testing::fresh_folder;
+using testing::Learner;
+using testing::random_batch;
+using testing::snapshot;
 
 // `c` written as the checkpoint at `env_steps` (counters moved to fit).
 std::string write_at(const std::string& dir, Checkpoint c, uint64_t env_steps) {
@@ -118,64 +71,6 @@ void drop_exp_avg(torch::optim::Optimizer& optimizer) {
   for (auto& entry : optimizer.state()) {
     static_cast<torch::optim::AdamParamState&>(*entry.second).exp_avg(at::Tensor());
   }
-}
-
-TEST(ResumeTest, ReturnScalingStatisticsComeBackWithTheCheckpoint) {
-  const std::string dir = fresh_folder("return-stats");
-  const std::vector<std::string> scaled = {"loss.return_scaling=true", "env.num_envs=8"};
-  Learner original(scaled);
-  Batch b = random_batch(1);
-  b.actors = {0};  // one unroll of K = 8 envs
-  original.trainer.learn(b, 0.0);
-  Checkpoint c = snapshot(original, 1);
-  c.return_stats = original.trainer.return_scaler()->stats();
-  ASSERT_NE(*c.return_stats, ReturnStats{}) << "4 steps of 8 envs moved them";
-  save_checkpoint(dir, c, 3);
-  Learner resumed(scaled);
-  resume_from_checkpoints(dir, resumed.trainer, resumed.config);
-  EXPECT_EQ(resumed.trainer.return_scaler()->stats(), *c.return_stats);
-  EXPECT_EQ(Learner().trainer.return_scaler(), nullptr) << "off by default";
-}
-
-// model.normalize_observations: the statistics come back into the learner
-// and its model; a checkpoint of the other setting is refused saying which.
-TEST(ResumeTest, ObservationStatisticsComeBackAndAMismatchIsRefused) {
-  const std::string dir = fresh_folder("observation-stats");
-  const std::vector<std::string> normalised = {"model.normalize_observations=true"};
-  Learner original(normalised);
-  original.trainer.learn(random_batch(2), 0.0);
-  ASSERT_NE(original.trainer.observation_stats(), nullptr);
-  Checkpoint c = snapshot(original, 1);
-  c.observation_stats = *original.trainer.observation_stats();
-  // Rows 1..T of the batch, each once (row 0 repeats the previous unroll's last).
-  EXPECT_DOUBLE_EQ(c.observation_stats->count, kObservationPriorCount + 4 * 8);
-  const at::Tensor rows = random_batch(2).obs.slice(0, 1).reshape({-1, 4}).to(at::kDouble);
-  const at::Tensor want_mean = rows.sum(0) / (4 * 8 + kObservationPriorCount);
-  for (int64_t j = 0; j < 4; ++j) {
-    EXPECT_NEAR(c.observation_stats->mean[j], want_mean[j].item<double>(), 1e-12) << j;
-  }
-  save_checkpoint(dir, c, 3);
-  Learner resumed(normalised);
-  resume_from_checkpoints(dir, resumed.trainer, resumed.config);
-  EXPECT_EQ(*resumed.trainer.observation_stats(), *c.observation_stats);
-  EXPECT_TRUE(at::equal(resumed.trainer.model()->observation_mean(),
-                        original.trainer.model()->observation_mean()));
-  EXPECT_TRUE(at::equal(resumed.trainer.model()->observation_var(),
-                        original.trainer.model()->observation_var()));
-
-  Learner plain;
-  const std::string refused =
-      testing::error_of([&] { resume_from_checkpoints(dir, plain.trainer, plain.config); });
-  EXPECT_NE(refused.find("holds observation statistics: the run that wrote it set "
-                         "model.normalize_observations = true, which this run does not"),
-            std::string::npos)
-      << refused;
-  const std::string plain_dir = fresh_folder("no-observation-stats");
-  save_checkpoint(plain_dir, snapshot(plain, 1), 3);
-  Learner wants(normalised);
-  const std::string missing =
-      testing::error_of([&] { resume_from_checkpoints(plain_dir, wants.trainer, wants.config); });
-  EXPECT_NE(missing.find("holds no observation statistics"), std::string::npos) << missing;
 }
 
 TEST(ResumeTest, RestoresWeightsOptimizerRngAndCountersFromTheNewest) {
@@ -293,8 +188,8 @@ TEST(ResumeTest, CraftedCandidatesAreSkippedForTheNewestThatFitsOrAllNamedInOneE
   torch::manual_seed(777);
   Learner resumed;
   const std::vector<float> before = resumed.weights();
-  const std::string message =
-      testing::error_of([&] { resume_from_checkpoints(dir, resumed.trainer, resumed.config); });
+  const std::string message = pronghorn::testing::error_of(
+      [&] { resume_from_checkpoints(dir, resumed.trainer, resumed.config); });
   EXPECT_NE(message.find("resume: no valid checkpoint in " + dir + ": "), std::string::npos)
       << message;
   for (const auto& [env_steps, reason] : expected) {
@@ -320,14 +215,14 @@ TEST(ResumeTest, ACheckpointOfAnotherOptimizerOrModelIsRefused) {
   rmsprop.trainer.learn(random_batch(1), 0.0);
   write_at(dir, snapshot(rmsprop, 1), 100);
   Learner adam;
-  EXPECT_NE(testing::error_of([&] {
+  EXPECT_NE(pronghorn::testing::error_of([&] {
               resume_from_checkpoints(dir, adam.trainer, adam.config);
             }).find(checkpoint_file_name(100) + ": "),
             std::string::npos);
   Learner same({"learner.optimizer=rmsprop"});
   EXPECT_EQ(resume_from_checkpoints(dir, same.trainer, same.config).counters.learner_steps, 1u);
   Learner wider({"model.hidden=[65, 64]"});
-  EXPECT_NE(testing::error_of([&] {
+  EXPECT_NE(pronghorn::testing::error_of([&] {
               resume_from_checkpoints(dir, wider.trainer, wider.config);
             }).find("parameters, the model has"),
             std::string::npos);
@@ -350,8 +245,8 @@ TEST(ResumeTest, AParameterWhoseNameOrShapeIsNotTheModelsIsRefusedNamingIt) {
   std::swap(transposed.parameter_layout[0].shape[0], transposed.parameter_layout[0].shape[1]);
   write_at(dir, transposed, 100);
   Learner resumed;
-  const std::string message =
-      testing::error_of([&] { resume_from_checkpoints(dir, resumed.trainer, resumed.config); });
+  const std::string message = pronghorn::testing::error_of(
+      [&] { resume_from_checkpoints(dir, resumed.trainer, resumed.config); });
   EXPECT_NE(message.find(fmt::format("{}: parameter tensor 1 is \"torso.9.bias\", the model's is "
                                      "\"{}\"",
                                      checkpoint_file_name(200), model[1].name)),
@@ -410,7 +305,7 @@ TEST(ResumeTest, NoCheckpointAtAllIsAnErrorNamingTheFolder) {
   const std::string dir = fresh_folder("none");
   Learner run;
   const std::string message =
-      testing::error_of([&] { resume_from_checkpoints(dir, run.trainer, run.config); });
+      pronghorn::testing::error_of([&] { resume_from_checkpoints(dir, run.trainer, run.config); });
   EXPECT_NE(message.find("resume: no checkpoint in " + dir), std::string::npos) << message;
 }
 

@@ -229,17 +229,13 @@ void PolicyNetImpl::write_flat(float* out) {
 }
 
 void PolicyNetImpl::set_observation_statistics(const ObservationStats& stats) {
-  const int64_t d = stats.size();
   PRONGHORN_CHECK(spec_.normalize_observations,
-                  "observation statistics for a model that does not "
-                  "normalise observations");
-  const at::TensorOptions options = policy_->weight.options().requires_grad(false);
-  observation_mean_ =
-      at::tensor(stats.mean, at::TensorOptions(at::kDouble)).to(options.dtype(at::kFloat));
-  observation_var_ =
-      at::tensor(stats.var, at::TensorOptions(at::kDouble)).to(options.dtype(at::kFloat));
-  PRONGHORN_CHECK(d == observation_size(), "observation statistics of ", d,
+                  "observation statistics for a model that does not normalise observations");
+  PRONGHORN_CHECK(stats.size() == observation_size(), "observation statistics of ", stats.size(),
                   " values for observations of ", observation_size());
+  const at::TensorOptions options = policy_->weight.options().requires_grad(false);
+  observation_mean_ = at::tensor(stats.mean, at::kDouble).to(options.dtype(at::kFloat));
+  observation_var_ = at::tensor(stats.var, at::kDouble).to(options.dtype(at::kFloat));
 }
 
 void PolicyNetImpl::drop_observation_statistics() {
