@@ -37,16 +37,31 @@ function(pronghorn_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()
 
-# LibTorch's headers dominate build time; targets with several LibTorch
-# translation units share one precompiled header (a single PCH compiled once
-# and reused by every target that asks).
+# LibTorch's headers dominate build time: a translation unit that includes
+# <torch/torch.h> took 34 s on one core, 13 s with it precompiled (BENCHMARKS.md
+# "Build"). Every target with LibTorch translation units reuses one PCH of it,
+# compiled once per kind of target: GCC refuses a PCH compiled with another
+# -fPIC/-fPIE setting, so static libraries (position-independent) share one
+# and executables another. An owner links LibTorch alone: a macro defined
+# when the PCH was compiled but not where it is used would void it, so the
+# owners carry no definitions of ours. -Winvalid-pch (an error under
+# PRONGHORN_WERROR) says when a target's flags stop fitting.
 function(pronghorn_torch_pch target)
-  if(NOT TARGET pronghorn_torch_pch_owner)
-    add_library(pronghorn_torch_pch_owner STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
-    target_link_libraries(pronghorn_torch_pch_owner PUBLIC ${TORCH_LIBRARIES} GTest::gtest)
-    target_compile_options(pronghorn_torch_pch_owner PRIVATE ${PRONGHORN_WARNINGS})
-    target_precompile_headers(pronghorn_torch_pch_owner PUBLIC
-      <ATen/ATen.h> <torch/csrc/autograd/custom_function.h> <gtest/gtest.h>)
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "EXECUTABLE")
+    set(owner pronghorn_torch_pch_program)
+    set(position_independent OFF)
+  else()
+    set(owner pronghorn_torch_pch_library)
+    set(position_independent ON)
   endif()
-  target_precompile_headers(${target} REUSE_FROM pronghorn_torch_pch_owner)
+  if(NOT TARGET ${owner})
+    add_library(${owner} STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
+    target_link_libraries(${owner} PUBLIC ${TORCH_LIBRARIES})
+    target_compile_options(${owner} PRIVATE ${PRONGHORN_WARNINGS})
+    set_target_properties(${owner} PROPERTIES POSITION_INDEPENDENT_CODE ${position_independent})
+    target_precompile_headers(${owner} PRIVATE <torch/torch.h>)
+  endif()
+  target_precompile_headers(${target} REUSE_FROM ${owner})
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Winvalid-pch>)
 endfunction()
