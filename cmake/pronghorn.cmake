@@ -45,8 +45,12 @@ endfunction()
 # and executables another. An owner links LibTorch alone: a macro defined
 # when the PCH was compiled but not where it is used would void it, so the
 # owners carry no definitions of ours. -Winvalid-pch (an error under
-# PRONGHORN_WERROR) says when a target's flags stop fitting.
+# PRONGHORN_WERROR) says when a target's flags stop fitting. Loading the PCH
+# costs about 5 s, so a target's files that include no LibTorch header are
+# listed after SKIP and compile without it (a file listed wrongly only
+# compiles slower).
 function(pronghorn_torch_pch target)
+  cmake_parse_arguments(ARG "" "" "SKIP" ${ARGN})
   get_target_property(type ${target} TYPE)
   if(type STREQUAL "EXECUTABLE")
     set(owner pronghorn_torch_pch_program)
@@ -64,4 +68,8 @@ function(pronghorn_torch_pch target)
   endif()
   target_precompile_headers(${target} REUSE_FROM ${owner})
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Winvalid-pch>)
+  if(ARG_SKIP)
+    set_source_files_properties(${ARG_SKIP} TARGET_DIRECTORY ${target}
+      PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  endif()
 endfunction()
