@@ -37,9 +37,9 @@ function(pronghorn_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()
 
-# LibTorch's headers dominate build time: a translation unit that includes
-# <torch/torch.h> took 34 s on one core, 13 s with it precompiled (BENCHMARKS.md
-# "Build"). Every target with LibTorch translation units reuses one PCH of it,
+# LibTorch's headers dominate build time: learner/control_inbox.cpp, which
+# includes <torch/torch.h>, took 34 s on one core, 13 s with the header
+# precompiled (BENCHMARKS.md "Build"). Every target with LibTorch translation units reuses one PCH of it,
 # compiled once per kind of target: GCC refuses a PCH compiled with another
 # -fPIC/-fPIE setting, so static libraries (position-independent) share one
 # and executables another. An owner links LibTorch alone: a macro defined
