@@ -39,35 +39,48 @@ endfunction()
 
 # LibTorch's headers dominate build time: learner/control_inbox.cpp, which
 # includes <torch/torch.h>, took 34 s on one core, 13 s with the header
-# precompiled (BENCHMARKS.md "Build"). Every target with LibTorch translation units reuses one PCH of it,
-# compiled once per kind of target: GCC refuses a PCH compiled with another
-# -fPIC/-fPIE setting, so static libraries (position-independent) share one
-# and executables another. An owner links LibTorch alone: a macro defined
-# when the PCH was compiled but not where it is used would void it, so the
-# owners carry no definitions of ours. -Winvalid-pch (an error under
-# PRONGHORN_WERROR) says when a target's flags stop fitting. Loading the PCH
-# costs about 5 s, so a target's files that include no LibTorch header are
-# listed after SKIP and compile without it (a file listed wrongly only
-# compiles slower).
+# precompiled (BENCHMARKS.md "Build"). Every library, test and binary with
+# several LibTorch translation units reuses one PCH of it (the kernels
+# library, with 3 and CUDA sources beside them, does not), compiled once per
+# kind of target: GCC refuses a PCH compiled with another -fPIC/-fPIE
+# setting, so static libraries (position-independent) share one and
+# executables another. The owners are made at the top level, link LibTorch
+# alone and carry no definitions or options of ours: a macro defined where the
+# PCH was compiled but not where it is used would void it. -Winvalid-pch (an
+# error under PRONGHORN_WERROR) says when a target's flags stop fitting.
+function(pronghorn_torch_pch_owners)
+  foreach(kind library program)
+    set(owner pronghorn_torch_pch_${kind})
+    add_library(${owner} STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
+    target_link_libraries(${owner} PUBLIC ${TORCH_LIBRARIES})
+    target_compile_options(${owner} PRIVATE ${PRONGHORN_WARNINGS})
+    target_precompile_headers(${owner} PRIVATE <torch/torch.h>)
+  endforeach()
+  set_target_properties(pronghorn_torch_pch_library PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  set_target_properties(pronghorn_torch_pch_program PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+endfunction()
+
+# pronghorn_torch_pch(<target> [SKIP files...]): <target> reuses the PCH.
+# Loading it costs about 5 s, so the target's files that include no LibTorch
+# header, or only light ones (c10's Exception.h, ATen's Parallel.h), are
+# listed after SKIP and compile without it; a listed file that is not among
+# the target's sources stops the configure.
 function(pronghorn_torch_pch target)
   cmake_parse_arguments(ARG "" "" "SKIP" ${ARGN})
   get_target_property(type ${target} TYPE)
   if(type STREQUAL "EXECUTABLE")
     set(owner pronghorn_torch_pch_program)
-    set(position_independent OFF)
   else()
     set(owner pronghorn_torch_pch_library)
-    set(position_independent ON)
-  endif()
-  if(NOT TARGET ${owner})
-    add_library(${owner} STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
-    target_link_libraries(${owner} PUBLIC ${TORCH_LIBRARIES})
-    target_compile_options(${owner} PRIVATE ${PRONGHORN_WARNINGS})
-    set_target_properties(${owner} PROPERTIES POSITION_INDEPENDENT_CODE ${position_independent})
-    target_precompile_headers(${owner} PRIVATE <torch/torch.h>)
   endif()
   target_precompile_headers(${target} REUSE_FROM ${owner})
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Winvalid-pch>)
+  get_target_property(sources ${target} SOURCES)
+  foreach(file ${ARG_SKIP})
+    if(NOT file IN_LIST sources)
+      message(FATAL_ERROR "pronghorn_torch_pch(${target} SKIP ...): ${file} is not one of its sources")
+    endif()
+  endforeach()
   if(ARG_SKIP)
     set_source_files_properties(${ARG_SKIP} TARGET_DIRECTORY ${target}
       PROPERTIES SKIP_PRECOMPILE_HEADERS ON)

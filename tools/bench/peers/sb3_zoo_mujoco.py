@@ -63,8 +63,12 @@ if unknown:
 
 env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
 if normalize:
-    # The Zoo's own construction: the discount of the return it normalises by.
-    env = VecNormalize(env, gamma=hyper.get("gamma", 0.99), **normalize_kwargs)
+    # The Zoo's own construction: its normalize options, the entry's discount
+    # (that of the return it normalises rewards by) over theirs.
+    kwargs = dict(normalize_kwargs)
+    if "gamma" in hyper:
+        kwargs["gamma"] = hyper["gamma"]
+    env = VecNormalize(env, **kwargs)
 model = PPO(policy, env, seed=seed, device="cpu", verbose=0,
             **{key: schedule(value) for key, value in hyper.items()})
 model.learn(total_timesteps=n_timesteps)
