@@ -14,14 +14,7 @@ episodes.watch(limit_s)
 import yaml  # noqa: E402  (after the watch starts: imports count against the clock anyway)
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
-
-
-def schedule(value):
-    """The Zoo's "lin_X": X falling linearly to 0 over training."""
-    if isinstance(value, str) and value.startswith("lin_"):
-        start = float(value[4:])
-        return lambda progress_remaining: progress_remaining * start
-    return value
+from zoo import schedule  # noqa: E402
 
 
 with open(zoo_yml) as f:

@@ -27,14 +27,7 @@ import yaml  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
-
-
-def schedule(value):
-    """The Zoo's "lin_X": X falling linearly to 0 over training."""
-    if isinstance(value, str) and value.startswith("lin_"):
-        start_value = float(value[4:])
-        return lambda progress_remaining: progress_remaining * start_value
-    return value
+from zoo import schedule  # noqa: E402
 
 
 def zoo_entry(table):
