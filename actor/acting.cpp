@@ -1,6 +1,7 @@
 #include "actor/acting.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace pronghorn::actor {
@@ -13,6 +14,7 @@ ActingLoop::ActingLoop(std::unique_ptr<envs::BatchEnv> env, PolicyNet model,
       clipped_(env_->spec().action_kind == ActionKind::kContinuous ? k_ * env_->spec().action_size
                                                                    : 0),
       final_obs_(env_->spec().obs_bytes() * k_),
+      episode_info_(env_->spec().episode_info.size() * k_, std::nanf("")),
       values_(k_),
       running_return_(k_, 0.0),
       running_length_(k_, 0) {}
@@ -38,6 +40,7 @@ ActingLoop::StepTimes ActingLoop::step(const void* obs, bool greedy, ActionsOut 
 
   envs::StepOutput out = into.env;
   out.final_obs = final_obs_.data();
+  out.episode_info = episode_info_.empty() ? nullptr : episode_info_.data();
   env_->step(env_actions, out);
   bool any_truncated = false;
   for (int64_t k = 0; k < k_; ++k) {

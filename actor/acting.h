@@ -33,7 +33,8 @@ class ActingLoop {
     envs::StepOutput env;
     float* final_values = nullptr;
   };
-  // An episode that ended at this step, in env row order.
+  // An episode that ended at this step, in env row order; while it is
+  // heard of, episode_info(env) holds its numbers (EnvSpec::episode_info).
   using EpisodeEnd = std::function<void(int64_t env, double episode_return, int32_t length)>;
   // Where the time of a step went.
   struct StepTimes {
@@ -60,6 +61,10 @@ class ActingLoop {
   // ended.
   StepTimes step(const void* obs, bool greedy, ActionsOut actions, const StepInto& into,
                  const EpisodeEnd& ended);
+  // The numbers env `env`'s ended episode reported, [spec().episode_info.size()].
+  const float* episode_info(int64_t env) const {
+    return episode_info_.data() + env * static_cast<int64_t>(spec().episode_info.size());
+  }
 
  private:
   std::unique_ptr<envs::BatchEnv> env_;
@@ -67,6 +72,7 @@ class ActingLoop {
   InferencePolicy policy_;
   std::vector<float> clipped_;  // [K, D] continuous actions as the env steps them
   std::vector<uint8_t> final_obs_;
+  std::vector<float> episode_info_;     // [K, spec().episode_info.size()]
   std::vector<float> values_;           // [K] V(final obs), scratch
   std::vector<double> running_return_;  // summed in double, as an evaluation reports it
   std::vector<int32_t> running_length_;

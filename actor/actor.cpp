@@ -72,6 +72,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   std::vector<float> flat(policy.published_count());
   const size_t obs_row = spec.obs_bytes() * K;
   const bool continuous = spec.action_kind == ActionKind::kContinuous;
+  const size_t info = spec.episode_info.size();
 
   std::vector<uint8_t> last_obs(obs_row);
   acting.reset(last_obs.data());
@@ -104,9 +105,10 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     const buffer::SlotView out(ring->slot_data(*slot), ring->layout());
     uint8_t* obs = out.obs;
     uint32_t episodes = 0;
-    const ActingLoop::EpisodeEnd record = [&](int64_t, double episode_return, int32_t length) {
+    const ActingLoop::EpisodeEnd record = [&](int64_t row, double episode_return, int32_t length) {
       out.episode_returns[episodes] = static_cast<float>(episode_return);
       out.episode_lengths[episodes] = length;
+      std::copy_n(acting.episode_info(row), info, out.episode_info + episodes * info);
       ++episodes;
     };
     std::memcpy(obs, last_obs.data(), obs_row);  // row 0: where the last unroll left off

@@ -28,6 +28,7 @@ struct BasicSlotView {
   Ptr<float> core_state;           // [2, K, H]: h, then c, before step 0 (recurrent cores)
   Ptr<float> episode_returns;      // [T·K], the stamp's `episodes` of them used
   Ptr<int32_t> episode_lengths;    // [T·K]
+  Ptr<float> episode_info;         // [T·K, the spec's episode_info]
 
   BasicSlotView(Byte* base, const SlotLayout& layout)
       : obs(base + layout.obs.offset),
@@ -41,7 +42,8 @@ struct BasicSlotView {
         logits(at<float>(base, layout.logits)),
         core_state(at<float>(base, layout.core_state)),
         episode_returns(at<float>(base, layout.episode_returns)),
-        episode_lengths(at<int32_t>(base, layout.episode_lengths)) {}
+        episode_lengths(at<int32_t>(base, layout.episode_lengths)),
+        episode_info(at<float>(base, layout.episode_info)) {}
 
  private:
   // Fields are 64-byte aligned (slot_layout), so these casts are aligned.

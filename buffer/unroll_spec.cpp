@@ -43,6 +43,8 @@ SlotLayout slot_layout(const UnrollSpec& s) {
                   ": expected 0 to 65536");
   PRONGHORN_CHECK(s.core_hidden >= 0 && s.core_hidden <= 1 << 16,
                   "unroll spec: core_hidden = ", s.core_hidden, ": expected 0 to 65536");
+  PRONGHORN_CHECK(s.episode_info >= 0 && s.episode_info <= 64,
+                  "unroll spec: episode_info = ", s.episode_info, ": expected 0 to 64");
   const size_t T = static_cast<size_t>(s.T), K = static_cast<size_t>(s.K);
   const size_t obs_item = dtype_bytes(s.obs_dtype);
   const size_t steps = T * K;
@@ -59,6 +61,7 @@ SlotLayout slot_layout(const UnrollSpec& s) {
   l.core_state = place(cursor, 2 * K * 4 * static_cast<size_t>(s.core_hidden));
   l.episode_returns = place(cursor, steps * 4);
   l.episode_lengths = place(cursor, steps * 4);
+  l.episode_info = place(cursor, steps * 4 * static_cast<size_t>(s.episode_info));
   l.bytes = cursor;
   PRONGHORN_CHECK(l.bytes <= (size_t{1} << 31), "unroll spec: a slot of ", l.bytes,
                   " bytes: expected at most 2 GiB");
@@ -72,6 +75,7 @@ UnrollSpec unroll_spec_for(const EnvSpec& env, int64_t T, int64_t K) {
   spec.obs_shape = env.obs_shape;
   spec.obs_dtype = env.obs_dtype;
   spec.action_dims = env.action_kind == ActionKind::kContinuous ? env.action_size : 0;
+  spec.episode_info = static_cast<int64_t>(env.episode_info.size());
   return spec;
 }
 
@@ -91,6 +95,8 @@ uint64_t spec_hash(const UnrollSpec& s) {
   hash_in(h, static_cast<uint64_t>(s.action_dims));
   hash_in(h, static_cast<uint64_t>(s.logits));
   hash_in(h, static_cast<uint64_t>(s.core_hidden));
+  // Only when there are some, so the hashes of specs without stay as they were.
+  if (s.episode_info > 0) hash_in(h, static_cast<uint64_t>(s.episode_info));
   return h;
 }
 

@@ -19,9 +19,10 @@ struct UnrollSpec {
   int64_t K = 0;                   // envs per actor
   std::vector<int64_t> obs_shape;  // one env's observation
   Dtype obs_dtype = Dtype::kFloat32;
-  int64_t action_dims = 0;  // 0: discrete actions (int32); else float32 [dims]
-  int64_t logits = 0;       // behaviour logits per step kept (0 = log-probs only)
-  int64_t core_hidden = 0;  // the recurrent core's width H (0: feed-forward, no state)
+  int64_t action_dims = 0;   // 0: discrete actions (int32); else float32 [dims]
+  int64_t logits = 0;        // behaviour logits per step kept (0 = log-probs only)
+  int64_t core_hidden = 0;   // the recurrent core's width H (0: feed-forward, no state)
+  int64_t episode_info = 0;  // numbers an env reports per ended episode (EnvSpec::episode_info)
 };
 
 // One field of a slot: where it starts (from the slot base) and its size.
@@ -44,9 +45,11 @@ struct Field {
 //                                       (when core_hidden = H > 0)
 //   episode_returns    [T·K] float32    finished episodes, in order
 //   episode_lengths    [T·K] int32      (how many: the slot header's count)
+//   episode_info       [T·K, episode_info] float32, the same episodes' numbers
+//                                       (when episode_info > 0; NaN: none given)
 struct SlotLayout {
   Field obs, actions, rewards, terminated, truncated, behaviour_log_probs, final_values, logits,
-      core_state, episode_returns, episode_lengths;
+      core_state, episode_returns, episode_lengths, episode_info;
   size_t bytes = 0;  // the whole slot, a multiple of 64
 };
 
@@ -58,8 +61,8 @@ uint64_t spec_hash(const UnrollSpec& spec);
 
 // The unroll of T steps of K envs of `env`, with behaviour log-probs only.
 UnrollSpec unroll_spec_for(const EnvSpec& env, int64_t T, int64_t K);
-// The unroll a job's config makes: actor.unroll_length, env.num_envs and,
-// with model.core = "lstm", the core's state.
+// The unroll a job's config makes: actor.unroll_length, env.num_envs,
+// the env's episode_info and, with model.core = "lstm", the core's state.
 UnrollSpec unroll_spec_for(const EnvSpec& env, const Config& config);
 
 }  // namespace pronghorn::buffer

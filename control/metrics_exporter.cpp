@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,14 @@ class StatusCollector final : public prometheus::Collectable {
          sample(s.episode_return().max(), {{"stat", "max"}})});
     gauge("pronghorn_episode_length_mean_steps", "Mean length of the last (up to) 100 episodes.",
           s.episode_length_mean());
+    if (!s.episode_info().empty()) {  // env.episode_info, by key, in key order
+      std::map<std::string, double> sorted(s.episode_info().begin(), s.episode_info().end());
+      std::vector<ClientMetric> samples;
+      for (const auto& [key, mean] : sorted) samples.push_back(sample(mean, {{"key", key}}));
+      add("pronghorn_episode_info",
+          "Mean of an env.episode_info number over the last (up to) 100 episodes that gave it.",
+          MetricType::Gauge, std::move(samples));
+    }
     if (s.eval_episodes() > 0) {  // none before the first evaluation
       add("pronghorn_eval_return", "Return of the last evaluation's greedy episodes.",
           MetricType::Gauge,

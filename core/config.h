@@ -33,6 +33,9 @@ struct EnvConfig {
   std::string python = "python3";  // the interpreter of a Python env (its venv's packages)
   OptionTable options;             // a Python env's keyword arguments
   int64_t workers = 1;             // a Python env's worker processes per actor
+  // Keys of a Python env's info read at each episode's end (numbers; "a/b"
+  // reads info["a"]["b"]), reported beside the return (envs/python_env.h).
+  std::vector<std::string> episode_info;
 };
 
 // The most actors one node may be asked to run (actor.count, ScaleActors).

@@ -146,6 +146,49 @@ std::string Kind<std::vector<int64_t>*>::check(const std::vector<int64_t>* v, Ki
   return "";
 }
 
+// Lists of names: letters, digits and _ . / -, each once, at most the row's
+// max of them (names that go into metric names and TensorBoard tags).
+std::string Kind<std::vector<std::string>*>::read(std::vector<std::string>* v,
+                                                  const toml::node& node, KindContext&) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) return expected(kName);
+  std::vector<std::string> items;
+  for (const toml::node& item : *array) {
+    if (!item.is_string()) return expected(kName);
+    items.push_back(item.as_string()->get());
+  }
+  *v = std::move(items);
+  return "";
+}
+std::string Kind<std::vector<std::string>*>::format(const std::vector<std::string>* v,
+                                                    const Field&) {
+  std::vector<std::string> items;
+  for (const std::string& item : *v) items.push_back(quoted(item));
+  return "[" + fmt::format("{}", fmt::join(items, ", ")) + "]";
+}
+std::string Kind<std::vector<std::string>*>::check(const std::vector<std::string>* v,
+                                                   KindContext& ctx) {
+  if (static_cast<double>(v->size()) > ctx.field.max) {
+    return fmt::format("{}: expected at most {:g} names", format(v, ctx.field), ctx.field.max);
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string& name = (*v)[i];
+    const bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' ||
+             c == '-';
+    });
+    if (!plain) {
+      return fmt::format("{}: expected names of letters, digits and _ . / - (not {})",
+                         format(v, ctx.field), quoted(name));
+    }
+    if (std::find(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(i), name) !=
+        v->begin() + static_cast<std::ptrdiff_t>(i)) {
+      return fmt::format("{}: {} is named twice", format(v, ctx.field), quoted(name));
+    }
+  }
+  return "";
+}
+
 // Booleans.
 std::string Kind<bool*>::read(bool* v, const toml::node& node, KindContext&) {
   if (!node.is_boolean()) return expected(kName);

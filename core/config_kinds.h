@@ -80,6 +80,16 @@ struct Kind<std::vector<int64_t>*> {
   static std::string check(const std::vector<int64_t>* v, KindContext& ctx);
 };
 
+// A list of names; the row's max is how many it may hold.
+template <>
+struct Kind<std::vector<std::string>*> {
+  static constexpr std::string_view kName = "a list of names";
+  static std::string read(std::vector<std::string>* v, const toml::node& node, KindContext& ctx);
+  static bool read_word(std::vector<std::string>*, std::string_view, KindContext&) { return false; }
+  static std::string format(const std::vector<std::string>* v, const Field& field);
+  static std::string check(const std::vector<std::string>* v, KindContext& ctx);
+};
+
 template <>
 struct Kind<bool*> {
   static constexpr std::string_view kName = "true or false";

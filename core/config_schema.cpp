@@ -21,6 +21,7 @@ std::vector<Field> fields(Config& c) {
     {"env",         "python",                &c.env.python,                       0,     0,                    {},                             kPerRank, "interpreter of a Python env (a venv's python brings its packages)"},
     {"env",         "options",               &c.env.options,                      0,     0,                    {},                             kSame,    "a Python env's keyword arguments: [env.options] or --set env.options.NAME=VALUE"},
     {"env",         "workers",               &c.env.workers,                      1,     256,                  {},                             kPerRank, "a Python env's worker processes per actor, each stepping its share of env.num_envs at once"},
+    {"env",         "episode_info",          &c.env.episode_info,                 0,     16,                   {},                             kSame,    "keys of a Python env's info read at each episode's end (numbers; \"a/b\" is info[\"a\"][\"b\"]), logged beside the return"},
 
     {"actor",       "count",                 &c.actor.count,                      0,     kMaxActors,           {},                             kPerRank, "actor processes on this node: \"auto\" = one per spare core; 0 = none (remote actors only)"},
     {"actor",       "unroll_length",         &c.actor.unroll_length,              1,     4096,                 {},                             kSame,    "T: env steps per unroll"},

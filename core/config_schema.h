@@ -45,8 +45,8 @@ std::vector<std::string_view> choices(E value) {
 // that reads the value resolves (actor.count: one per spare core;
 // run.target_return: the env's own). OptionTable: a free-form table.
 using Target =
-    std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, bool*,
-                 std::optional<int64_t>*, std::optional<double>*, ChoiceRef, OptionTable*>;
+    std::variant<int64_t*, double*, std::string*, std::vector<int64_t>*, std::vector<std::string>*,
+                 bool*, std::optional<int64_t>*, std::optional<double>*, ChoiceRef, OptionTable*>;
 
 // Whether the ranks of one job (several learners) may set a key differently:
 // where a rank stands or what its node has (kMayDiffer), or what every rank

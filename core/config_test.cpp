@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -128,6 +129,28 @@ TEST(ConfigTest, OutOfRangeNamesKeyValueAndRange) {
                {"server.metrics_port = 70000", "65535"});
   expect_names(config_error_of("", {"server.metrics_address=localhost"}),
                {"server.metrics_address = \"localhost\"", "IPv4", "0.0.0.0"});
+}
+
+TEST(ConfigTest, EpisodeInfoIsAListOfPlainNames) {
+  Config c = parse_config("[env]\nepisode_info = [\"score\", \"episode/r\"]\n", "test.toml", {});
+  EXPECT_EQ(c.env.episode_info, (std::vector<std::string>{"score", "episode/r"}));
+  const std::string text = to_toml(c);
+  EXPECT_NE(text.find("episode_info = [\"score\", \"episode/r\"]"), std::string::npos) << text;
+  EXPECT_EQ(parse_config(text, "printed", {}).env.episode_info, c.env.episode_info);
+  EXPECT_EQ(parse_config("", "test.toml", {"env.episode_info=[\"lives\"]"}).env.episode_info,
+            std::vector<std::string>{"lives"});
+  EXPECT_TRUE(parse_config("", "test.toml", {}).env.episode_info.empty());
+  expect_names(config_error_of("[env]\nepisode_info = [1]\n"),
+               {"env.episode_info", "expected a list of names"});
+  expect_names(config_error_of("[env]\nepisode_info = \"score\"\n"),
+               {"env.episode_info", "expected a list of names"});
+  expect_names(config_error_of("[env]\nepisode_info = [\"a b\"]\n"),
+               {"env.episode_info", "letters, digits and _ . / -", "(not \"a b\")"});
+  expect_names(config_error_of("[env]\nepisode_info = [\"a\", \"a\"]\n"),
+               {"env.episode_info", "\"a\" is named twice"});
+  std::string many = "[env]\nepisode_info = [";
+  for (int i = 0; i < 17; ++i) many += fmt::format("{}\"k{}\"", i ? ", " : "", i);
+  expect_names(config_error_of(many + "]\n"), {"env.episode_info", "at most 16 names"});
 }
 
 TEST(ConfigTest, UnknownChoiceListsTheChoices) {

@@ -42,4 +42,22 @@ std::string EnvSpec::describe() const {
   return fmt::format("{}, {}, {}", obs, act, limit);
 }
 
+std::string package_difference(const std::map<std::string, std::string>& here,
+                               const std::map<std::string, std::string>& there,
+                               const std::string& here_name, const std::string& there_name) {
+  std::map<std::string, std::string> all = here;
+  all.insert(there.begin(), there.end());
+  std::vector<std::string> differences;
+  for (const auto& [name, version] : all) {
+    const auto a = here.find(name), b = there.find(name);
+    const std::string ours = a == here.end() ? "none" : a->second;
+    const std::string theirs = b == there.end() ? "none" : b->second;
+    if (ours != theirs) {
+      differences.push_back(
+          fmt::format("{} {} {}, {} {}", name, ours, here_name, theirs, there_name));
+    }
+  }
+  return fmt::format("{}", fmt::join(differences, "; "));
+}
+
 }  // namespace pronghorn

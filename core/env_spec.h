@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,25 @@ struct EnvSpec {
   // The mean return that counts as solved (run.target_return = "auto");
   // 0 = none declared (a plugin's).
   double target_return = 0;
+  // The numbers the env reports at each episode's end, by name
+  // (env.episode_info: keys of a Python env's info); none for the others.
+  std::vector<std::string> episode_info;
+  // A Python env's start check: the versions of the distributions it loaded
+  // and Python's ("python" → "3.11"), by name; what another node or rank
+  // must have the same of. Empty for the others.
+  std::map<std::string, std::string> packages;
 
   int64_t obs_elements() const;  // product of obs_shape
   size_t obs_bytes() const;      // of one env's observation
   size_t action_bytes() const;   // of one env's action
   std::string describe() const;  // "obs float32[4], 2 discrete actions, limit 500"
 };
+
+// How the packages of one place differ from another's, each package named
+// ("gymnasium 1.3.0 on this node, 1.4.0 at the learner; mujoco: none on this
+// node, 3.3.7 at the learner"); "" when they are the same.
+std::string package_difference(const std::map<std::string, std::string>& here,
+                               const std::map<std::string, std::string>& there,
+                               const std::string& here_name, const std::string& there_name);
 
 }  // namespace pronghorn

@@ -128,7 +128,19 @@ std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_
                                name, did_you_mean(name, names), fmt::join(names, ", ")));
 }
 
+void check_episode_info(const EnvConfig& config) {
+  if (config.episode_info.empty() ||
+      (config.plugin.empty() && PythonEnv::names_python_env(config.name))) {
+    return;
+  }
+  throw UsageError(fmt::format(
+      "env.episode_info names {} key(s), but env {} is a {} env, which has no info: only a Python "
+      "env's (\"gymnasium:\", \"envpool:\", \"python:\") reports numbers at its episodes' end",
+      config.episode_info.size(), config.name, config.plugin.empty() ? "built-in" : "plugin"));
+}
+
 std::unique_ptr<BatchEnv> make_env(const EnvConfig& config, uint64_t seed) {
+  check_episode_info(config);
   if (config.plugin.empty() && PythonEnv::names_python_env(config.name)) {
     return PythonEnv::start(config, seed);
   }

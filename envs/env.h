@@ -39,6 +39,9 @@ struct StepOutput {
   uint8_t* terminated;  // [K]
   uint8_t* truncated;   // [K]
   void* final_obs;      // [K, obs...] or nullptr
+  // [K, spec.episode_info.size()] or nullptr: an ended episode's numbers,
+  // in that env's row only (NaN where the env gave none).
+  float* episode_info = nullptr;
 };
 
 class BatchEnv {
@@ -97,6 +100,9 @@ std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_
 std::vector<EnvSpec> builtin_env_specs();
 
 // env.plugin when set (loaded through the C ABI), else the built-in env.name.
+// Throws UsageError for env.episode_info on an env that has no info (a
+// built-in or plugin env), as check_episode_info does.
 std::unique_ptr<BatchEnv> make_env(const EnvConfig& config, uint64_t seed);
+void check_episode_info(const EnvConfig& config);
 
 }  // namespace pronghorn::envs

@@ -15,7 +15,8 @@ namespace {
 bool same_spec(const EnvSpec& a, const EnvSpec& b) {
   return a.obs_dtype == b.obs_dtype && a.obs_shape == b.obs_shape &&
          a.action_kind == b.action_kind && a.action_size == b.action_size &&
-         a.action_low == b.action_low && a.action_high == b.action_high;
+         a.action_low == b.action_low && a.action_high == b.action_high &&
+         a.episode_info == b.episode_info;
 }
 
 }  // namespace
@@ -24,7 +25,7 @@ EnvSpec probe_python_env(const EnvConfig& config, std::chrono::milliseconds dead
   EnvConfig one = config;
   one.num_envs = 1;
   one.workers = 1;
-  PythonWorker worker(one, 1, 0, 0);
+  PythonWorker worker(one, 1, 0, 0, /*with_packages=*/true);
   const EnvSpec spec = worker.await_spec(PythonWorker::Clock::now() + PythonEnv::kStartTimeout);
   std::vector<float> actions(static_cast<size_t>(spec.action_size), 0.0f);
   if (spec.action_kind == ActionKind::kContinuous) {
@@ -105,6 +106,7 @@ void PythonEnv::reset_unchecked(void* obs) {
 
 void PythonEnv::step_unchecked(const void* actions, const StepOutput& out) {
   const size_t row = spec().obs_bytes(), action_row = spec().action_bytes();
+  const size_t info_row = spec().episode_info.size();
   size_t first = 0;
   for (auto& w : workers_) {
     const size_t n = static_cast<size_t>(w->num_envs());
@@ -122,14 +124,18 @@ void PythonEnv::step_unchecked(const void* actions, const StepOutput& out) {
     std::memcpy(out.rewards + first, w->memory(l.rewards), sizeof(float) * n);
     std::memcpy(out.terminated + first, w->memory(l.terminated), n);
     std::memcpy(out.truncated + first, w->memory(l.truncated), n);
-    if (out.final_obs != nullptr) {
-      const uint8_t* terminated = w->memory(l.terminated);
-      const uint8_t* truncated = w->memory(l.truncated);
-      for (size_t i = 0; i < n; ++i) {  // only ended rows: the contract of envs/env.h
-        if (terminated[i] || truncated[i]) {
-          std::memcpy(static_cast<uint8_t*>(out.final_obs) + (first + i) * row,
-                      w->memory(l.final_obs) + i * row, row);
-        }
+    const uint8_t* terminated = w->memory(l.terminated);
+    const uint8_t* truncated = w->memory(l.truncated);
+    for (size_t i = 0; i < n; ++i) {  // only ended rows: the contract of envs/env.h
+      if (!terminated[i] && !truncated[i]) continue;
+      if (out.final_obs != nullptr) {
+        std::memcpy(static_cast<uint8_t*>(out.final_obs) + (first + i) * row,
+                    w->memory(l.final_obs) + i * row, row);
+      }
+      if (out.episode_info != nullptr) {
+        std::memcpy(out.episode_info + (first + i) * info_row,
+                    w->memory(l.episode_info) + i * info_row * sizeof(float),
+                    info_row * sizeof(float));
       }
     }
     first += n;

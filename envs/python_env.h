@@ -42,7 +42,8 @@ namespace pronghorn::envs {
 // The spec of the Python env `config` names, tried as the job's start
 // check: its worker (a child process) makes one env within kStartTimeout,
 // resets and steps it once, each within `deadline`. Throws as PythonEnv
-// does, and Error for a reset or step past its deadline.
+// does, and Error for a reset or step past its deadline. The spec names the
+// env's packages (EnvSpec::packages).
 EnvSpec probe_python_env(const EnvConfig& config, std::chrono::milliseconds deadline);
 
 class PythonEnv final : public BatchEnv {

@@ -190,6 +190,36 @@ TEST(PythonEnvTest, AnExceptionInStepIsAnErrorWithItsLastLine) {
   expect_contains(e, "step failed: ValueError: the walk fell off its line at step 2");
 }
 
+TEST(PythonEnvTest, AnEpisodeInfoValueThatIsNoNumberIsNamed) {
+  use_test_envs();
+  EnvConfig config = python_env("python:pronghorn_test_envs:make_scored_walk", test_python(), 1);
+  config.options["length"] = "1";
+  config.options["score_as_text"] = "true";
+  config.episode_info = {"score"};
+  auto env = PythonEnv::start(config, 1);
+  Buffers b(env->spec(), 1);
+  env->reset(b.obs.data());
+  const std::vector<int32_t> right(1, 1);
+  std::vector<float> info(1);
+  StepOutput out = b.out();
+  out.episode_info = info.data();
+  std::string e;
+  for (int t = 0; t < 4 && e.empty(); ++t) e = error_of([&] { env->step(right.data(), out); });
+  expect_contains(e, "env python:pronghorn_test_envs:make_scored_walk");
+  expect_contains(e,
+                  "step failed: ValueError: info['score'] of env 0 at its episode's end is "
+                  "str, expected a number (env.episode_info)");
+}
+
+TEST(PythonEnvTest, EpisodeInfoOnAnEnvWithoutInfoIsRefused) {
+  EnvConfig config;
+  config.name = "cartpole";
+  config.episode_info = {"score"};
+  expect_contains(error_of([&] { make_env(config, 1); }),
+                  "env.episode_info names 1 key(s), but env cartpole is a built-in env, which "
+                  "has no info");
+}
+
 TEST(PythonEnvTest, AWorkerKilledFromOutsideIsNamed) {
   auto env = PythonEnv::start(python_env("gymnasium:CartPole-v1", test_python()), 1);
   expect_contains(

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -210,6 +211,54 @@ TEST(PythonEnvTest, OptionsAreTheEnvsKeywordArguments) {
   for (int t = 0; t < 3 && b.terminated[0] == 0; ++t) env->step(right.data(), b.out());
   EXPECT_EQ(b.terminated[0], 1) << "length 2: the right end within 3 steps";
   EXPECT_EQ(b.final_obs_as<float>()[0], 2.0f);
+}
+
+// env.episode_info: an ended row gets the numbers of its last step's info,
+// NaN where that info had none; rows still running are left alone. Two
+// workers, so the rows of the second land after the first's.
+TEST(PythonEnvTest, EpisodeInfoHoldsTheNumbersOfEachEndedEpisode) {
+  use_test_envs();
+  constexpr int64_t K = 4;
+  EnvConfig config = python_env("python:pronghorn_test_envs:make_scored_walk", test_python(), K);
+  config.options["length"] = "2";
+  config.workers = 2;
+  config.episode_info = {"score", "stats/steps", "won", "absent"};
+  auto env = PythonEnv::start(config, 3);
+  ASSERT_EQ(env->spec().episode_info, config.episode_info);
+  Buffers b(env->spec(), K);
+  std::vector<float> info(K * 4, -1.0f);
+  StepOutput out = b.out();
+  out.episode_info = info.data();
+  env->reset(b.obs.data());
+  int won = 0, lost = 0;
+  uint32_t lcg = 7;
+  for (int t = 0; t < 200; ++t) {
+    std::vector<int32_t> actions(K);
+    for (int32_t& a : actions) a = static_cast<int32_t>((lcg = lcg * 1664525u + 1013904223u) >> 31);
+    std::fill(info.begin(), info.end(), -1.0f);
+    env->step(actions.data(), out);
+    for (int64_t i = 0; i < K; ++i) {
+      const float* row = info.data() + i * 4;
+      if (!b.terminated[i]) {
+        EXPECT_EQ(row[0], -1.0f) << "a running row is not written";
+        continue;
+      }
+      const float position = b.final_obs_as<float>()[i * 2],
+                  steps = b.final_obs_as<float>()[i * 2 + 1];
+      const bool right = position >= 2;
+      (right ? won : lost) += 1;
+      if (right) {
+        EXPECT_EQ(row[0], 10 * steps) << "env " << i << " at step " << t;
+      } else {
+        EXPECT_TRUE(std::isnan(row[0])) << "no score in a lost episode's info: " << row[0];
+      }
+      EXPECT_EQ(row[1], steps);
+      EXPECT_EQ(row[2], right ? 1.0f : 0.0f);
+      EXPECT_TRUE(std::isnan(row[3]));
+    }
+  }
+  EXPECT_GE(won, 5);
+  EXPECT_GE(lost, 5);
 }
 
 TEST(PythonEnvTest, TheSameSeedGivesTheSameEpisodesAndAnotherSeedOthers) {

@@ -51,8 +51,8 @@ constexpr int64_t kMaxObsElements = int64_t{1} << 28;
 constexpr int64_t kMaxActionSize = int64_t{1} << 20;
 
 // The worker's arguments as JSON: what to make, how many, their seeds.
-std::string worker_args(const EnvConfig& config, int64_t num_envs, int64_t first_env,
-                        uint64_t seed) {
+std::string worker_args(const EnvConfig& config, int64_t num_envs, int64_t first_env, uint64_t seed,
+                        bool with_packages) {
   toml::table options;
   for (const auto& [name, text] : config.options) {
     toml::table parsed = toml::parse("v = " + text);  // written by core/config_kinds.cpp
@@ -64,8 +64,12 @@ std::string worker_args(const EnvConfig& config, int64_t num_envs, int64_t first
                    {"seed", static_cast<int64_t>(seed & 0x7fffffffffffffffULL)},
                    {"max_episode_steps", config.max_episode_steps},
                    {"parent", static_cast<int64_t>(getpid())},
-                   {"control_fd", kWorkerControlFd}};
+                   {"control_fd", kWorkerControlFd},
+                   {"packages", with_packages}};
   args.insert("options", std::move(options));
+  toml::array episode_info;
+  for (const std::string& key : config.episode_info) episode_info.push_back(key);
+  args.insert("episode_info", std::move(episode_info));
   std::ostringstream out;
   out << toml::json_formatter{args};
   return out.str();
@@ -152,20 +156,41 @@ std::pair<EnvSpec, PythonWorker::Layout> read_spec(const toml::table& s, const s
   }
   spec.max_episode_steps = integer(s, "max_episode_steps", 0, INT64_MAX);
   spec.target_return = s["target_return"].value_or(0.0);
+  if (const toml::table* packages = s["packages"].as_table()) {
+    for (const auto& [package, version] : *packages) {
+      PRONGHORN_CHECK(version.is_string(), "the env worker's spec: the version of package ",
+                      package.str(), " is not a string");
+      spec.packages[std::string(package.str())] = version.as_string()->get();
+    }
+  }
+  if (const toml::array* keys = s["episode_info"].as_array()) {
+    for (const toml::node& key : *keys) {
+      PRONGHORN_CHECK(key.is_string(), "the env worker's spec: episode_info holds a non-string");
+      spec.episode_info.push_back(key.as_string()->get());
+    }
+  }
   const toml::table* l = s["layout"].as_table();
   PRONGHORN_CHECK(l != nullptr, "the env worker's spec has no layout");
   const auto offset = [&](const char* key) {
     return static_cast<size_t>(integer(*l, key, 0, int64_t{1} << 40));
   };
-  const PythonWorker::Layout layout{offset("actions"),    offset("obs"),       offset("rewards"),
-                                    offset("terminated"), offset("truncated"), offset("final_obs"),
-                                    offset("size")};
+  const PythonWorker::Layout layout{
+      offset("actions"),
+      offset("obs"),
+      offset("rewards"),
+      offset("terminated"),
+      offset("truncated"),
+      offset("final_obs"),
+      spec.episode_info.empty() ? 0 : offset("episode_info"),  // a field of 0 bytes otherwise
+      offset("size")};
   const size_t n = static_cast<size_t>(k);
-  const bool fits = layout.actions + spec.action_bytes() * n <= layout.size &&
-                    layout.obs + spec.obs_bytes() * n <= layout.size &&
-                    layout.rewards + sizeof(float) * n <= layout.size &&
-                    layout.terminated + n <= layout.size && layout.truncated + n <= layout.size &&
-                    layout.final_obs + spec.obs_bytes() * n <= layout.size;
+  const bool fits =
+      layout.actions + spec.action_bytes() * n <= layout.size &&
+      layout.obs + spec.obs_bytes() * n <= layout.size &&
+      layout.rewards + sizeof(float) * n <= layout.size && layout.terminated + n <= layout.size &&
+      layout.truncated + n <= layout.size &&
+      layout.final_obs + spec.obs_bytes() * n <= layout.size &&
+      layout.episode_info + sizeof(float) * spec.episode_info.size() * n <= layout.size;
   PRONGHORN_CHECK(fits, "the env worker's memory layout does not hold its spec");
   return {std::move(spec), layout};
 }
@@ -173,7 +198,7 @@ std::pair<EnvSpec, PythonWorker::Layout> read_spec(const toml::table& s, const s
 }  // namespace
 
 PythonWorker::PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t first_env,
-                           uint64_t seed)
+                           uint64_t seed, bool with_packages)
     : env_name_(config.name),
       python_(config.python),
       label_(fmt::format("env {} (env.python = \"{}\")", config.name, config.python)),
@@ -182,7 +207,7 @@ PythonWorker::PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t fi
   PRONGHORN_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) == 0, label_,
                   ": socketpair: ", std::strerror(errno));
   const std::string source(kPythonWorkerSource);
-  const std::string args = worker_args(config, num_envs, first_env, seed);
+  const std::string args = worker_args(config, num_envs, first_env, seed, with_packages);
   std::vector<std::string> argv_text = {python_, "-c", kBootstrap, source, args};
   std::vector<char*> argv;
   for (std::string& a : argv_text) argv.push_back(a.data());

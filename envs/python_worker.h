@@ -40,13 +40,16 @@ class PythonWorker {
   // Where each field lies in the shared memory, in bytes.
   struct Layout {
     size_t actions = 0, obs = 0, rewards = 0, terminated = 0, truncated = 0, final_obs = 0;
+    size_t episode_info = 0;  // float32 [K, spec.episode_info.size()]
     size_t size = 0;
   };
 
   // Starts the worker for `num_envs` envs, its env j being env first_env + j
-  // of an actor whose env seed is `seed` (the seeds the worker documents).
+  // of an actor whose env seed is `seed` (the seeds the worker documents);
+  // `with_packages`: its spec names the env's packages (EnvSpec::packages).
   // Throws UsageError when env.python cannot run.
-  PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t first_env, uint64_t seed);
+  PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t first_env, uint64_t seed,
+               bool with_packages = false);
   ~PythonWorker();
   PythonWorker(const PythonWorker&) = delete;
   PythonWorker& operator=(const PythonWorker&) = delete;

@@ -23,6 +23,7 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
   std::vector<at::Tensor> obs, actions, rewards, terminated, truncated, final_values, behaviour,
       core_state;
   const int64_t H = config.model.core == ModelConfig::Core::kLstm ? config.model.core_hidden : 0;
+  const size_t info = spec.episode_info.size();
   Batch b;
   for (const auto& s : taken) {
     const buffer::ConstSlotView slot(s.data, layout);
@@ -41,6 +42,8 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
                              slot.episode_returns + s.stamp.episodes);
     b.episode_lengths.insert(b.episode_lengths.end(), slot.episode_lengths,
                              slot.episode_lengths + s.stamp.episodes);
+    b.episode_info.insert(b.episode_info.end(), slot.episode_info,
+                          slot.episode_info + s.stamp.episodes * info);
     b.actors.push_back(s.stamp.actor);
     const uint64_t lag = version - std::min(version, s.stamp.policy_version);
     b.lag_sum += lag;

@@ -26,8 +26,11 @@ struct Batch {
   at::Tensor ended, core_state;
   std::vector<float> episode_returns;    // of the episodes that ended in these unrolls
   std::vector<int32_t> episode_lengths;  // their lengths in env steps, in the same order
-  std::vector<uint32_t> actors;          // each unroll's actor, in column order (K columns each)
-  uint64_t lag_sum = 0, lag_max = 0;     // policy versions behind `version`
+  // And their env.episode_info numbers, [episodes, spec.episode_info.size()]
+  // row-major (NaN: the env gave none).
+  std::vector<float> episode_info;
+  std::vector<uint32_t> actors;       // each unroll's actor, in column order (K columns each)
+  uint64_t lag_sum = 0, lag_max = 0;  // policy versions behind `version`
   double actor_env_s = 0, actor_policy_s = 0, actor_wait_s = 0;  // summed over the unrolls
 };
 

@@ -58,6 +58,7 @@ Learner::Loop::Loop(const TrainOptions& o, ControlBoard& board, const std::atomi
       schedule_(o_.config, o_.env, o_.run_dir, rank_of(o_), policy_, stats_),
       reports_(o_, stats_),
       control_(board, stop, rank_of(o_)) {
+  stats_.episode_info_keys = o_.env.episode_info;
   policy_.create_slab(segment_name(o_, buffer::kSlabSegment));  // after the fleet's ring
   if (o_.resume && rank_of(o_) == 0) resume();
   step_ = make_learner_step(o_, policy_, fleet_, stats_, board);

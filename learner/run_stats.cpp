@@ -1,6 +1,7 @@
 #include "learner/run_stats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace pronghorn::learner {
@@ -28,6 +29,24 @@ void RunStats::add(const Batch& b, const StepStats& step, size_t taken_unrolls, 
     }
   }
   episodes += b.episode_returns.size();
+  const size_t keys = episode_info_keys.size();
+  recent_info.resize(keys);
+  for (size_t e = 0; keys > 0 && e < b.episode_returns.size(); ++e) {
+    for (size_t i = 0; i < keys; ++i) {
+      const float v = b.episode_info[e * keys + i];
+      if (std::isnan(v)) continue;
+      recent_info[i].push_back(v);
+      if (recent_info[i].size() > kRecentEpisodes) recent_info[i].pop_front();
+    }
+  }
+}
+
+double RunStats::episode_info_mean(size_t i) const {
+  if (i >= recent_info.size() || recent_info[i].empty()) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return std::accumulate(recent_info[i].begin(), recent_info[i].end(), 0.0) /
+         static_cast<double>(recent_info[i].size());
 }
 
 double RunStats::return_mean() const {

@@ -9,6 +9,7 @@
 #include <deque>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "learner/batch.h"
 #include "learner/trainer.h"
@@ -36,6 +37,10 @@ struct RunStats {
   uint64_t untrained_unrolls = 0;      // taken after the run finished, not trained on
   std::deque<float> recent;            // returns of the last episodes
   std::deque<int32_t> recent_lengths;  // and their lengths
+  // env.episode_info's keys (EnvSpec::episode_info), set before the first
+  // add(), and for each the last values episodes gave (NaN, none: skipped).
+  std::vector<std::string> episode_info_keys;
+  std::vector<std::deque<float>> recent_info;
   StepStats last;
   double sps = 0, learner_steps_per_s = 0;  // over the last report interval
   double local_sps = 0;                     // and of local_env_steps
@@ -55,6 +60,8 @@ struct RunStats {
   bool has_full_window() const { return recent.size() >= kRecentEpisodes; }
   double return_mean() const;
   double length_mean() const;
+  // Key i's mean over recent_info[i]; NaN when no episode gave it yet.
+  double episode_info_mean(size_t i) const;
 };
 
 }  // namespace pronghorn::learner

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace pronghorn::learner {
 namespace {
@@ -43,6 +44,10 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
     returns->set_min(*std::min_element(stats.recent.begin(), stats.recent.end()));
     returns->set_max(*std::max_element(stats.recent.begin(), stats.recent.end()));
     s.set_episode_length_mean(stats.length_mean());
+  }
+  for (size_t i = 0; i < stats.episode_info_keys.size(); ++i) {
+    const double mean = stats.episode_info_mean(i);
+    if (!std::isnan(mean)) (*s.mutable_episode_info())[stats.episode_info_keys[i]] = mean;
   }
   auto* loss = s.mutable_loss();
   loss->set_total(stats.last.total);

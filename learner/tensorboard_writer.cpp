@@ -59,6 +59,7 @@ const char* group_of(const std::string& field) {
       {"loss", "train"},
       {"grad_norm", "train"},
       {"episode_length_mean", "train"},
+      {"episode_info", "train"},
       {"learner_steps_per_s", "train"},
       {"learning_rate", "train"},
       {"optimizer_steps", "train"},
@@ -91,6 +92,18 @@ void append_field(std::vector<Scalar>& out, const Message& m, const FieldDescrip
                   const std::string& prefix) {
   const auto* reflection = m.GetReflection();
   const std::string tag = prefix + f->name();
+  if (f->is_map()) {  // string → double (Status.episode_info): a curve per key
+    const FieldDescriptor* k = f->message_type()->map_key();
+    const FieldDescriptor* v = f->message_type()->map_value();
+    for (int i = 0; i < reflection->FieldSize(m, f); ++i) {
+      const Message& entry = reflection->GetRepeatedMessage(m, f, i);
+      const double value = entry.GetReflection()->GetDouble(entry, v);
+      if (std::isfinite(value)) {
+        out.push_back({tag + "/" + entry.GetReflection()->GetString(entry, k), value});
+      }
+    }
+    return;
+  }
   if (f->is_repeated()) {  // messages only (Status.ranks, remote_nodes)
     for (int k = 0; k < reflection->FieldSize(m, f); ++k) {
       append_scalars(out, reflection->GetRepeatedMessage(m, f, k), fmt::format("{}/{}/", tag, k));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 
 #include "proto/json_string.h"
 
@@ -34,6 +35,26 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* f = descriptor->field(i);
     const std::string key = prefix + f->name();
+    if (f->is_map()) {  // string → double (Status.episode_info): an object, keys sorted
+      std::map<std::string, double> sorted;
+      const FieldDescriptor* k = f->message_type()->map_key();
+      const FieldDescriptor* v = f->message_type()->map_value();
+      for (int e = 0; e < reflection->FieldSize(m, f); ++e) {
+        const Message& entry = reflection->GetRepeatedMessage(m, f, e);
+        sorted[entry.GetReflection()->GetString(entry, k)] =
+            entry.GetReflection()->GetDouble(entry, v);
+      }
+      if (out.back() != '{') out += ", ";
+      out += json_string(key);
+      out += ": {";
+      for (const auto& [name, value] : sorted) {
+        if (out.back() != '{') out += ", ";
+        out += json_string(name);
+        out += std::isfinite(value) ? fmt::format(": {}", value) : ": null";
+      }
+      out += "}";
+      continue;
+    }
     if (f->is_repeated()) {  // messages only (Status.ranks): an array of flat objects
       if (out.back() != '{') out += ", ";
       out += json_string(key);

@@ -114,6 +114,8 @@ class Service final : public v1::ActorGateway::WithRawCallbackMethod_StreamWeigh
     reply.set_previous_session_received(joined.previous_received);
     reply.set_max_credits(o_.credits);
     if (o_.plugin) *reply.mutable_plugin() = *o_.plugin;
+    reply.set_env_spaces(o_.env_spaces);
+    reply.mutable_env_packages()->insert(o_.env_packages.begin(), o_.env_packages.end());
     spdlog::info("actor node {} joined from {}: session {}, {} processes", request.node_name(),
                  context.peer(), joined.session->id, joined.processes);
     return grpc::Status::OK;

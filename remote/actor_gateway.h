@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,10 +46,12 @@ struct GatewayOptions {
   std::string job_id, incarnation;
   std::string version;     // this build's (PRONGHORN_VERSION): a node must run the same
   uint64_t spec_hash = 0;  // the ring's unroll spec (buffer/unroll_spec.h spec_hash)
-  std::optional<v1::PluginIdentity> plugin;  // the job's env plugin, when it has one
-  uint32_t credits = 4;                      // remote.credits
-  uint32_t max_held_slots = 0;               // by every node together; 0 = the ring's slots
-  int default_processes = 1;                 // for a node that asks for none
+  std::optional<v1::PluginIdentity> plugin;         // the job's env plugin, when it has one
+  std::string env_spaces;                           // EnvSpec::describe() of the learner's env
+  std::map<std::string, std::string> env_packages;  // EnvSpec::packages
+  uint32_t credits = 4;                             // remote.credits
+  uint32_t max_held_slots = 0;                      // by every node together; 0 = the ring's slots
+  int default_processes = 1;                        // for a node that asks for none
 };
 
 class ActorGateway final : public learner::RemoteActors {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -149,6 +150,20 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
         plugin_path, learner));
   }
   const EnvSpec env = actor::check_job_config(job.config);
+  if (!reply.env_spaces().empty() && env.describe() != reply.env_spaces()) {
+    throw UsageError(fmt::format("env {} on this node has {}; at the learner {} it has {}",
+                                 env.name, env.describe(), learner, reply.env_spaces()));
+  }
+  const std::map<std::string, std::string> learners_packages(reply.env_packages().begin(),
+                                                             reply.env_packages().end());
+  if (const std::string why =
+          package_difference(env.packages, learners_packages, "on this node", "at the learner");
+      !why.empty()) {
+    throw UsageError(fmt::format(
+        "env {}: its packages differ: {}; install the learner's versions in this node's "
+        "env.python (\"{}\")",
+        env.name, why, job.config.env.python));
+  }
   job.spec = buffer::unroll_spec_for(env, job.config);
   job.spec_hash = buffer::spec_hash(job.spec);
   job.slot_bytes = buffer::slot_layout(job.spec).bytes;

@@ -280,6 +280,23 @@ TEST(PythonEnvJobTest, AWorkerKilledFromOutsideCostsOneActorLife) {
   job.expect_nothing_left();
 }
 
+// env.episode_info reaches metrics.jsonl: the scored walk's "score" is 10 ×
+// the steps of a won episode, at least 4 steps from a start in [-1, 1] to 5.
+TEST(PythonEnvJobTest, EpisodeInfoIsLoggedBesideTheReturn) {
+  PythonJob job;
+  job.start_training("python:pronghorn_test_envs:make_scored_walk", test_python(),
+                     {"--set", "env.episode_info=[\"score\", \"won\"]"});
+  EXPECT_TRUE(wait_for([&] { return last_metric(job.dir, "score") > 0; }, 60s)) << slurp(job.err);
+  EXPECT_GE(last_metric(job.dir, "score"), 40);
+  const double won = last_metric(job.dir, "won");
+  EXPECT_GT(won, 0);
+  EXPECT_LE(won, 1);
+  kill(job.pid, SIGTERM);
+  ASSERT_TRUE(job.ended(30s));
+  EXPECT_EQ(job.status, 0) << slurp(job.err);
+  job.expect_nothing_left();
+}
+
 TEST(PythonEnvJobTest, ThePythonPresetsAreValidConfigs) {
   const std::string python = test_python();
   for (const char* preset : {"gym_cartpole", "lunarlander", "halfcheetah", "hopper", "walker2d"}) {

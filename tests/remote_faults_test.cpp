@@ -1,8 +1,9 @@
 // Actor-only nodes over a bad link and refused (issue 17), on two network
 // namespaces like remote_test.cpp: 30% of the node's packets dropped by
 // nftables, or its uplink held to 1 mbit/s by tc tbf, each for a fixed time
-// (counters asserted, not a solve); a wrong token, a different env plugin and
-// a learner that never answers end the node with exit 2, 2 and 75.
+// (counters asserted, not a solve); a wrong token, a different env plugin,
+// a Python env's other packages and a learner that never answers end the
+// node with exit 2, 2, 2 and 75.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "envs/testing/python_envs.h"
 #include "tests/testing/remote_job.h"
 
 namespace {
@@ -217,6 +219,49 @@ TEST(RemoteFaultsTest, ANodeWithADifferentPluginIsRefusedWithExit2NamingThePlugi
   std::cout << "[ remote   ] refused in " << seconds_since(start) << " s: " << last_line(text)
             << "\n";
   EXPECT_NE(last_line(text).find("plugin"), std::string::npos) << text;
+  EXPECT_FALSE(good.wait(0ms)) << "the refusal touched the good node\n"
+                               << job.tail("node-good.log");
+}
+
+// A Python env: a node whose env.python is the learner's joins; one whose
+// interpreter is another minor version of Python, with its own packages, is
+// refused with exit 2 naming how the packages differ, and does not retry.
+TEST(RemoteFaultsTest, ANodeWithOtherEnvPackagesIsRefusedWithExit2NamingThem) {
+  SKIP_WITHOUT_NETNS();
+  namespace py = pronghorn::envs::testing;
+  const std::string python = py::test_python();
+  const std::string debian = py::python_version(python);
+  const auto [interpreter, version] = py::other_python(
+      [&](int minor) { return minor >= 10 && "3." + std::to_string(minor) != debian; });
+  if (interpreter.empty()) {
+    PRONGHORN_SKIP_UNLESS_CI("no CPython >= 3.10 other than Debian's " + debian +
+                             " on this machine (pythonX.Y on PATH or pyenv)");
+  }
+  const std::string other = py::test_python("--python " + interpreter);
+  NetnsPair net;
+  RemoteJob job(net);
+  RankProcess learner =
+      job.start_learner({"env.name=gymnasium:CartPole-v1", "env.python=" + python, "env.num_envs=4",
+                         "run.target_return=0", "run.total_steps=1000000000"});
+  const std::string address = job.remote_address();
+  ASSERT_FALSE(address.empty()) << job.tail("learner.log");
+  RankProcess good = job.start_node(address, {}, "good");
+  ASSERT_TRUE(job.wait_unrolls_past(0, 60s, "good"))
+      << "a node with the learner's interpreter did not join\n"
+      << job.tail("learner.log") << job.tail("node-good.log");
+
+  const auto start = Clock::now();
+  RankProcess bad = job.start_node(address, {"--python", other}, "bad");
+  const std::optional<int> exit = bad.wait(60s);
+  const std::string text = slurp(job.log_path("node-bad.log"));
+  ASSERT_EQ(exit, std::optional<int>(2))
+      << status_text(exit) << " after " << seconds_since(start) << " s\n"
+      << job.tail("node-bad.log");
+  std::cout << "[ remote   ] refused in " << seconds_since(start) << " s: " << last_line(text)
+            << "\n";
+  py::expect_contains(last_line(text), "env gymnasium:CartPole-v1: its packages differ: ");
+  py::expect_contains(last_line(text),
+                      "python " + version + " on this node, " + debian + " at the learner");
   EXPECT_FALSE(good.wait(0ms)) << "the refusal touched the good node\n"
                                << job.tail("node-good.log");
 }

@@ -114,6 +114,10 @@ distributed::Facts job_facts(const Config& config, const EnvSpec& env, int world
   }
   const buffer::UnrollSpec spec = buffer::unroll_spec_for(env, config);
   facts.emplace_back("unroll spec", fmt::format("{:016x}", buffer::spec_hash(spec)));
+  facts.emplace_back("env", env.describe());
+  for (const auto& [name, version] : env.packages) {
+    facts.emplace_back("env package " + name, version);  // a Python env's (EnvSpec::packages)
+  }
   PolicyNet model(model_spec_for(env, config.model));
   facts.emplace_back("parameter count", std::to_string(model->parameter_count()));
   facts.emplace_back("world size", std::to_string(world_size));

@@ -39,6 +39,8 @@ learner::RemoteActorsFactory gateway_factory(const Config& config, const EnvSpec
   o.incarnation = generate_token().substr(0, 16);
   o.version = PRONGHORN_VERSION;
   o.spec_hash = buffer::spec_hash(buffer::unroll_spec_for(env, config));
+  o.env_spaces = env.describe();
+  o.env_packages = env.packages;
   if (!config.env.plugin.empty()) o.plugin = remote::plugin_identity(config.env.plugin);
   o.credits = static_cast<uint32_t>(config.remote.credits);
   // Nodes never hold the slots the learner's batch and its own actors need.

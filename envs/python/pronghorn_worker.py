@@ -13,7 +13,9 @@
 #           [H, W, 3], in a memfd passed beside it; or "error <line>"
 # The memory holds, at the offsets the spec's "layout" gives: actions [K, ...]
 # (int32, or float32 [K, D]), obs [K, obs...], rewards float32 [K],
-# terminated and truncated uint8 [K], final_obs [K, obs...].
+# terminated and truncated uint8 [K], final_obs [K, obs...], episode_info
+# float32 [K, N]: for a row whose episode ended, the N numbers of the ended
+# step's info the actor asked for (env.episode_info), NaN where it had none.
 #
 # Semantics: Pronghorn's, which are Gymnasium's SAME_STEP autoreset: a row
 # whose episode ended returns the next episode's first observation, and the
@@ -95,7 +97,9 @@ class EnvPoolVector:
             final[ended] = list(obs[ended])
             mask = np.zeros(self.num_envs, dtype=bool)
             mask[ended] = True
-            info = {"final_obs": final, "_final_obs": mask}
+            # The ended step's info, as Gymnasium's SAME_STEP vector envs give it.
+            info = {"final_obs": final, "_final_obs": mask, "final_info": info,
+                    "_final_info": mask}
             obs = obs.copy()
             first, _, _, _, again = self.pool.step(actions[ended], env_id=ended.astype(np.int32))
             obs[again["env_id"]] = first
@@ -230,6 +234,32 @@ def describe(vec, name):
     return spec
 
 
+def episode_value(final_info, key, i):
+    """The number at `key` ("a/b": info["a"]["b"]) of env i's ended-step info
+    (a vector info: arrays over the envs, each with its "_name" mask); NaN
+    where env i's has none. ValueError for what is not a number."""
+    import numbers
+
+    import numpy as np
+
+    node = final_info
+    for part in key.split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return float("nan")
+        mask = node.get("_" + part)
+        if mask is not None and not mask[i]:
+            return float("nan")
+        node = node[part]
+    if isinstance(node, np.ndarray):
+        node = node[i] if node.ndim >= 1 else node
+    if isinstance(node, np.ndarray) and node.size == 1:
+        node = node.reshape(())[()]
+    if isinstance(node, (bool, np.bool_, numbers.Real)):
+        return float(node)
+    raise ValueError(f"info[{key!r}] of env {i} at its episode's end is {type(node).__name__}, "
+                     f"expected a number (env.episode_info)")
+
+
 class Memory:
     """The shared memory and the NumPy views of it."""
 
@@ -245,7 +275,8 @@ class Memory:
         fields = [("actions", np.int32 if discrete else np.float32, action_shape),
                   ("obs", obs_dtype, obs_shape), ("rewards", np.float32, (k,)),
                   ("terminated", np.uint8, (k,)), ("truncated", np.uint8, (k,)),
-                  ("final_obs", obs_dtype, obs_shape)]
+                  ("final_obs", obs_dtype, obs_shape),
+                  ("episode_info", np.float32, (k, len(spec["episode_info"])))]
         layout, offset = {}, 0
         for field, dtype, shape in fields:
             offset = (offset + 63) // 64 * 64  # each field on its own cache lines
@@ -274,6 +305,7 @@ class Worker:
         self.vec, self.k, self.seed, self.first = vec, k, seed, first
         self.memory = Memory(spec, k)
         self.start = spec.get("action_start", 0)
+        self.episode_info = spec["episode_info"]
         self.seeded = False
 
     def reset(self):
@@ -298,6 +330,11 @@ class Worker:
                 raise ValueError(f"env {i} ended but the vector env gave no final_obs for it "
                                  f"(not a SAME_STEP autoreset?)")
             self.put(f"final_obs of env {i}", m.final_obs[i], info["final_obs"][i])
+        if self.episode_info and len(ended):
+            final_info = info.get("final_info", {})
+            for i in ended:
+                for j, key in enumerate(self.episode_info):
+                    m.episode_info[i, j] = episode_value(final_info, key, i)
 
     def render(self, control):
         """Sends env 0's frame (`pronghorn eval --video`)."""
@@ -338,10 +375,31 @@ class Worker:
         into[...] = value
 
 
+def env_packages(before):
+    """The versions of the distributions the env loaded (its modules that
+    were not loaded at `before`, a set of module names), and Python's
+    major.minor: what a node or rank must have the same of. Modules of no
+    installed distribution (a user's folder on PYTHONPATH) are not named."""
+    import platform
+    from importlib import metadata
+
+    tops = {name.partition(".")[0] for name in set(sys.modules) - before}
+    by_module = metadata.packages_distributions()
+    packages = {"python": ".".join(platform.python_version_tuple()[:2])}
+    for dist in sorted({d for top in tops for d in by_module.get(top, [])}):
+        try:
+            packages[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return packages
+
+
 def toml_inline(value):
     """`value` (a dict, list, str, bool, int or float) as TOML text."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {toml_inline(v)}" for k, v in value.items()) + "}"
+        # Keys quoted: a distribution's name may hold a dot ("zope.interface").
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_inline(v)}"
+                               for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_inline(v) for v in value) + "]"
     if isinstance(value, bool):
@@ -433,11 +491,15 @@ def main(argv):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # frames off screen, no display asked
     watch_parent(args["parent"])
     control = socket.socket(fileno=args["control_fd"])
+    loaded_before = set(sys.modules)
     try:
         vec = make_vector(args["name"], args["options"], args["num_envs"],
                           args["max_episode_steps"], args["seed"], args["first_env"])
         spec = describe(vec, args["name"])
         spec["max_episode_steps"] = time_limit(vec, args["options"], args["max_episode_steps"])
+        spec["episode_info"] = list(args["episode_info"])
+        if args.get("packages"):  # the start check's: other nodes and ranks compare them
+            spec["packages"] = env_packages(loaded_before)
         worker = Worker(vec, spec, args["num_envs"], args["seed"], args["first_env"])
     except Refused as e:
         control.sendall(f"error {one_line(e)}\n".encode())

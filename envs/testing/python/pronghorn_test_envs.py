@@ -54,6 +54,31 @@ def make_walk(**options):
     return Walk(**options)
 
 
+class ScoredWalk(Walk):
+    """A walk whose info, at an episode's end, holds its statistics as a
+    user's env reports them (env.episode_info): "score" (10 × the steps,
+    only when it ended at the right end), "stats"/"steps" (nested) and
+    "won" (a bool). `score_as_text`: "score" is a string instead."""
+
+    def __init__(self, score_as_text=False, **options):
+        super().__init__(**options)
+        self.score_as_text = score_as_text
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if terminated or truncated:
+            won = self.position >= self.length
+            if won:
+                info["score"] = str(self.steps) if self.score_as_text else 10 * self.steps
+            info["stats"] = {"steps": self.steps}
+            info["won"] = won
+        return obs, reward, terminated, truncated, info
+
+
+def make_scored_walk(**options):
+    return ScoredWalk(**options)
+
+
 def make_torch_walk(**options):
     """A walk whose observations PyTorch computes: a user's env may import it."""
     import torch

@@ -1,0 +1,21 @@
+#include "core/env_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace pronghorn {
+namespace {
+
+TEST(EnvSpecTest, PackageDifferenceNamesEachPackageOnBothSides) {
+  const std::map<std::string, std::string> here = {
+      {"python", "3.11"}, {"gymnasium", "1.3.0"}, {"numpy", "2.2.6"}, {"torch", "2.5.0"}};
+  const std::map<std::string, std::string> there = {
+      {"python", "3.11"}, {"gymnasium", "1.4.0"}, {"numpy", "2.2.6"}, {"mujoco", "3.3.7"}};
+  EXPECT_EQ(package_difference(here, there, "here", "there"),
+            "gymnasium 1.3.0 here, 1.4.0 there; mujoco none here, 3.3.7 there; torch 2.5.0 here, "
+            "none there");
+  EXPECT_EQ(package_difference(here, here, "here", "there"), "");
+  EXPECT_EQ(package_difference({}, {}, "here", "there"), "");
+}
+
+}  // namespace
+}  // namespace pronghorn
