@@ -196,6 +196,26 @@ TEST(CliTest, BenchRingPrintsThroughputAgainstMemcpyAndLatency) {
   EXPECT_NE(r.out.find("commit → consumer wake: median"), std::string::npos) << r.out;
 }
 
+// The whole actor side of a config, and nothing of it left behind: no
+// segment in /dev/shm, no scratch run directory.
+TEST(CliTest, BenchActorsPrintsStepsPerSecondAndLeavesNothing) {
+  const std::string config = std::string(PRONGHORN_SOURCE_DIR) + "/configs/cartpole.toml";
+  Result r = pronghorn({"bench", "actors", "-c", config, "--set", "actor.count=1", "--seconds",
+                        "0.5", "--warmup", "0.5"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bench actors: cartpole K=32 actors=1 workers=1 T="), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" env steps/s ("), std::string::npos) << r.out;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(entry.path().filename().string().find("bench-actors"), std::string::npos)
+        << entry.path();
+  }
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with("pronghorn-bench-")) << entry.path();
+  }
+}
+
 TEST(CliTest, BenchEnvRejectsAnUnknownEnvAndBadCounts) {
   Result unknown = pronghorn({"bench", "env", "--env", "cartpol", "--seconds", "0.05"});
   EXPECT_EQ(unknown.code, 2);

@@ -8,6 +8,8 @@
 //                  gRPC (bench_remote.cpp)
 //   bench policy   an actor's policy step, fused MLP path against LibTorch
 //                  (bench_policy.cpp)
+//   bench actors   env steps/s through a config's actor processes into the
+//                  ring, untrained policy, no learning (bench_actors.cpp)
 // Each thread steps its own K envs with actions drawn before timing starts.
 #include <fmt/format.h>
 
@@ -134,20 +136,22 @@ Command add_bench_command(CLI::App& app) {
   env->add_option("--seconds", args->seconds, "measuring time")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
-  std::function<void()> run_kernels, run_ring, run_collective, run_remote, run_policy;
+  std::function<void()> run_kernels, run_ring, run_collective, run_remote, run_policy, run_actors;
   CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
   CLI::App* ring = add_bench_ring(*bench, run_ring);
   CLI::App* collective = add_bench_collective(*bench, run_collective);
   CLI::App* remote = add_bench_remote(*bench, run_remote);
   CLI::App* policy = add_bench_policy(*bench, run_policy);
+  CLI::App* actors = add_bench_actors(*bench, run_actors);
   return {bench, [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective,
-                  remote, run_remote, policy, run_policy] {
+                  remote, run_remote, policy, run_policy, actors, run_actors] {
             if (env->parsed()) bench_env(*args);
             if (kernels->parsed()) run_kernels();
             if (ring->parsed()) run_ring();
             if (collective->parsed()) run_collective();
             if (remote->parsed()) run_remote();
             if (policy->parsed()) run_policy();
+            if (actors->parsed()) run_actors();
           }};
 }
 
