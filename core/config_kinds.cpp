@@ -177,9 +177,13 @@ std::string Kind<std::vector<std::string>*>::check(const std::vector<std::string
       return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' ||
              c == '-';
     });
-    if (!plain) {
-      return fmt::format("{}: expected names of letters, digits and _ . / - (not {})",
-                         format(v, ctx.field), quoted(name));
+    const bool empty_part =
+        name.front() == '/' || name.back() == '/' || name.find("//") != std::string::npos;
+    if (!plain || empty_part) {
+      return fmt::format(
+          "{}: expected names of letters, digits and _ . / -, no empty part between slashes (not "
+          "{})",
+          format(v, ctx.field), quoted(name));
     }
     if (std::find(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(i), name) !=
         v->begin() + static_cast<std::ptrdiff_t>(i)) {

@@ -146,6 +146,10 @@ TEST(ConfigTest, EpisodeInfoIsAListOfPlainNames) {
                {"env.episode_info", "expected a list of names"});
   expect_names(config_error_of("[env]\nepisode_info = [\"a b\"]\n"),
                {"env.episode_info", "letters, digits and _ . / -", "(not \"a b\")"});
+  for (const char* bad : {"a//b", "/a", "a/"}) {
+    expect_names(config_error_of(fmt::format("[env]\nepisode_info = [\"{}\"]\n", bad)),
+                 {"env.episode_info", "no empty part between slashes"});
+  }
   expect_names(config_error_of("[env]\nepisode_info = [\"a\", \"a\"]\n"),
                {"env.episode_info", "\"a\" is named twice"});
   std::string many = "[env]\nepisode_info = [";

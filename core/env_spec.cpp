@@ -42,19 +42,19 @@ std::string EnvSpec::describe() const {
   return fmt::format("{}, {}, {}", obs, act, limit);
 }
 
+std::string public_version(const std::string& version) {
+  return version.substr(0, version.find('+'));
+}
+
 std::string package_difference(const std::map<std::string, std::string>& here,
                                const std::map<std::string, std::string>& there,
                                const std::string& here_name, const std::string& there_name) {
-  std::map<std::string, std::string> all = here;
-  all.insert(there.begin(), there.end());
   std::vector<std::string> differences;
-  for (const auto& [name, version] : all) {
-    const auto a = here.find(name), b = there.find(name);
-    const std::string ours = a == here.end() ? "none" : a->second;
-    const std::string theirs = b == there.end() ? "none" : b->second;
-    if (ours != theirs) {
+  for (const auto& [name, version] : here) {
+    const auto theirs = there.find(name);
+    if (theirs != there.end() && public_version(version) != public_version(theirs->second)) {
       differences.push_back(
-          fmt::format("{} {} {}, {} {}", name, ours, here_name, theirs, there_name));
+          fmt::format("{} {} {}, {} {}", name, version, here_name, theirs->second, there_name));
     }
   }
   return fmt::format("{}", fmt::join(differences, "; "));

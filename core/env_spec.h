@@ -44,11 +44,15 @@ struct EnvSpec {
   std::string describe() const;  // "obs float32[4], 2 discrete actions, limit 500"
 };
 
-// How the packages of one place differ from another's, each package named
-// ("gymnasium 1.3.0 on this node, 1.4.0 at the learner; mujoco: none on this
-// node, 3.3.7 at the learner"); "" when they are the same.
+// How the packages both places' envs loaded differ in version, each named
+// ("gymnasium 1.3.0 on this node, 1.4.0 at the learner; …"); "" when none
+// does. A package only one side loaded is no difference: the same env may
+// take another path on another machine (MuJoCo's EGL where there is no
+// display). Versions are compared without their local label ("+cpu").
 std::string package_difference(const std::map<std::string, std::string>& here,
                                const std::map<std::string, std::string>& there,
                                const std::string& here_name, const std::string& there_name);
+// `version` without its local label: "2.5.0+cu121" → "2.5.0".
+std::string public_version(const std::string& version);
 
 }  // namespace pronghorn

@@ -103,6 +103,8 @@ std::vector<EnvSpec> builtin_env_specs();
 // Throws UsageError for env.episode_info on an env that has no info (a
 // built-in or plugin env), as check_episode_info does.
 std::unique_ptr<BatchEnv> make_env(const EnvConfig& config, uint64_t seed);
+// Throws UsageError when env.episode_info names keys but the env is a
+// built-in or plugin one, whose steps give no info to read them from.
 void check_episode_info(const EnvConfig& config);
 
 }  // namespace pronghorn::envs

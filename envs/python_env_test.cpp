@@ -261,6 +261,47 @@ TEST(PythonEnvTest, EpisodeInfoHoldsTheNumbersOfEachEndedEpisode) {
   EXPECT_GE(lost, 5);
 }
 
+// EnvPool's info of the ending step: elapsed_step is the episode's length.
+TEST(PythonEnvTest, EpisodeInfoOfAnEnvPoolEnvIsItsStepInfo) {
+  constexpr int64_t K = 4;
+  EnvConfig config = python_env("envpool:CartPole-v1", test_python(), K);
+  config.episode_info = {"elapsed_step"};
+  auto env = PythonEnv::start(config, 2);
+  Buffers b(env->spec(), K);
+  std::vector<float> info(K);
+  StepOutput out = b.out();
+  out.episode_info = info.data();
+  env->reset(b.obs.data());
+  std::vector<int> length(K, 0);
+  int ended = 0;
+  const std::vector<int32_t> right(K, 1);
+  for (int t = 0; t < 100; ++t) {
+    env->step(right.data(), out);
+    for (int64_t i = 0; i < K; ++i) {
+      ++length[i];
+      if (!b.terminated[i] && !b.truncated[i]) continue;
+      EXPECT_EQ(info[i], static_cast<float>(length[i])) << "env " << i << " at step " << t;
+      length[i] = 0;
+      ++ended;
+    }
+  }
+  EXPECT_GE(ended, 8);
+}
+
+// The start check names the packages the env loaded, at their versions.
+TEST(PythonEnvTest, TheStartCheckNamesTheEnvsPackages) {
+  const std::string python = test_python();
+  const EnvSpec spec =
+      probe_python_env(python_env("gymnasium:CartPole-v1", python), std::chrono::seconds(60));
+  const std::string versions = testing::last_line(
+      run_command(python + " -c 'import gymnasium, numpy; print(gymnasium.__version__, "
+                           "numpy.__version__)'")
+          .out);
+  EXPECT_EQ(spec.packages.at("python"), python_version(python));
+  EXPECT_EQ(spec.packages.at("gymnasium") + " " + spec.packages.at("numpy"), versions);
+  EXPECT_EQ(spec.packages.count("Box2D"), 0u) << "installed beside it (LunarLander's), unused";
+}
+
 TEST(PythonEnvTest, TheSameSeedGivesTheSameEpisodesAndAnotherSeedOthers) {
   auto first_obs = [](uint64_t seed) {
     auto env = PythonEnv::start(python_env("gymnasium:CartPole-v1", test_python(), 8), seed);

@@ -34,7 +34,7 @@ void RunStats::add(const Batch& b, const StepStats& step, size_t taken_unrolls, 
   for (size_t e = 0; keys > 0 && e < b.episode_returns.size(); ++e) {
     for (size_t i = 0; i < keys; ++i) {
       const float v = b.episode_info[e * keys + i];
-      if (std::isnan(v)) continue;
+      if (!std::isfinite(v)) continue;  // NaN: none given; ±inf would hold the mean for good
       recent_info[i].push_back(v);
       if (recent_info[i].size() > kRecentEpisodes) recent_info[i].pop_front();
     }

@@ -38,7 +38,8 @@ struct RunStats {
   std::deque<float> recent;            // returns of the last episodes
   std::deque<int32_t> recent_lengths;  // and their lengths
   // env.episode_info's keys (EnvSpec::episode_info), set before the first
-  // add(), and for each the last values episodes gave (NaN, none: skipped).
+  // add(), and for each the last finite values episodes gave (NaN, none
+  // given, and ±inf are skipped).
   std::vector<std::string> episode_info_keys;
   std::vector<std::deque<float>> recent_info;
   StepStats last;

@@ -29,8 +29,11 @@ Batch episodes(const std::vector<float>& returns, const std::vector<float>& info
 TEST(RunStatsTest, EpisodeInfoIsEachKeysMeanOverTheEpisodesThatGaveIt) {
   RunStats stats;
   stats.episode_info_keys = {"score", "absent"};
-  stats.add(episodes({1, 2, 3}, {10, kNone, kNone, kNone, 40, kNone}), StepStats{}, 1, 30);
-  EXPECT_DOUBLE_EQ(stats.episode_info_mean(0), 25.0) << "(10 + 40) / 2: the NaN is no episode";
+  const float inf = std::numeric_limits<float>::infinity();
+  stats.add(episodes({1, 2, 3, 4}, {10, kNone, kNone, kNone, 40, kNone, inf, -inf}), StepStats{}, 1,
+            30);
+  EXPECT_DOUBLE_EQ(stats.episode_info_mean(0), 25.0)
+      << "(10 + 40) / 2: the NaN is no episode, nor is inf";
   EXPECT_TRUE(std::isnan(stats.episode_info_mean(1)));
   // Past kRecentEpisodes values only the last ones count.
   for (int i = 0; i < 150; ++i) stats.add(episodes({0}, {100, kNone}), StepStats{}, 1, 10);

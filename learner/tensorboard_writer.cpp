@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/host_name.h"
+#include "proto/status_json.h"
 #include "proto/tensorboard.pb.h"
 
 namespace pronghorn::learner {
@@ -92,15 +93,9 @@ void append_field(std::vector<Scalar>& out, const Message& m, const FieldDescrip
                   const std::string& prefix) {
   const auto* reflection = m.GetReflection();
   const std::string tag = prefix + f->name();
-  if (f->is_map()) {  // string → double (Status.episode_info): a curve per key
-    const FieldDescriptor* k = f->message_type()->map_key();
-    const FieldDescriptor* v = f->message_type()->map_value();
-    for (int i = 0; i < reflection->FieldSize(m, f); ++i) {
-      const Message& entry = reflection->GetRepeatedMessage(m, f, i);
-      const double value = entry.GetReflection()->GetDouble(entry, v);
-      if (std::isfinite(value)) {
-        out.push_back({tag + "/" + entry.GetReflection()->GetString(entry, k), value});
-      }
+  if (f->is_map()) {  // Status.episode_info: a curve per key
+    for (const auto& [key, value] : string_double_map(m, f)) {
+      if (std::isfinite(value)) out.push_back({tag + "/" + key, value});
     }
     return;
   }

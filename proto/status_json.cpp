@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "proto/json_string.h"
 
@@ -35,19 +36,11 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* f = descriptor->field(i);
     const std::string key = prefix + f->name();
-    if (f->is_map()) {  // string → double (Status.episode_info): an object, keys sorted
-      std::map<std::string, double> sorted;
-      const FieldDescriptor* k = f->message_type()->map_key();
-      const FieldDescriptor* v = f->message_type()->map_value();
-      for (int e = 0; e < reflection->FieldSize(m, f); ++e) {
-        const Message& entry = reflection->GetRepeatedMessage(m, f, e);
-        sorted[entry.GetReflection()->GetString(entry, k)] =
-            entry.GetReflection()->GetDouble(entry, v);
-      }
+    if (f->is_map()) {  // an object, keys sorted
       if (out.back() != '{') out += ", ";
       out += json_string(key);
       out += ": {";
-      for (const auto& [name, value] : sorted) {
+      for (const auto& [name, value] : string_double_map(m, f)) {
         if (out.back() != '{') out += ", ";
         out += json_string(name);
         out += std::isfinite(value) ? fmt::format(": {}", value) : ": null";
@@ -106,6 +99,22 @@ void append_fields(std::string& out, const Message& m, const std::string& prefix
 }
 
 }  // namespace
+
+std::map<std::string, double> string_double_map(const Message& m, const FieldDescriptor* f) {
+  const FieldDescriptor* k = f->message_type()->map_key();
+  const FieldDescriptor* v = f->message_type()->map_value();
+  if (k->cpp_type() != FieldDescriptor::CPPTYPE_STRING ||
+      v->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE) {
+    throw std::logic_error("status field " + f->name() + " is not a map<string, double>");
+  }
+  std::map<std::string, double> sorted;
+  const auto* reflection = m.GetReflection();
+  for (int e = 0; e < reflection->FieldSize(m, f); ++e) {
+    const Message& entry = reflection->GetRepeatedMessage(m, f, e);
+    sorted[entry.GetReflection()->GetString(entry, k)] = entry.GetReflection()->GetDouble(entry, v);
+  }
+  return sorted;
+}
 
 std::string status_json(const v1::Status& status) {
   std::string out = "{";

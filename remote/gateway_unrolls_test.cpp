@@ -199,6 +199,12 @@ TEST_F(GatewayTest, AMalformedUnrollEndsTheStream) {
        [](size_t bytes) { return unroll(2, bytes); }},
       {"policy newer than the slab's", StatusCode::INVALID_ARGUMENT,
        [](size_t bytes) { return unroll(1, bytes, 2); }},
+      {"more episodes than env steps", StatusCode::INVALID_ARGUMENT,
+       [](size_t bytes) {
+         auto m = unroll(1, bytes);
+         m.set_episodes(1u << 30);
+         return m;
+       }},
   };
   int node = 0;
   for (const BadUnroll& bad : cases) {

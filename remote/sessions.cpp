@@ -220,6 +220,14 @@ grpc::Status Sessions::take(Session& s, const v1::UnrollMessage& m, Poke& out) {
     return {StatusCode::INVALID_ARGUMENT, fmt::format("unroll {}: {} bytes, expected a slot of {}",
                                                       m.sequence(), m.slot().size(), slot_bytes_)};
   }
+  // At most one finished episode per env step: the learner reads that many
+  // rows of the slot's episode fields.
+  if (const uint64_t most = ring_.layout().episode_returns.bytes / sizeof(float);
+      m.episodes() > most) {
+    return {StatusCode::INVALID_ARGUMENT,
+            fmt::format("unroll {}: {} episodes, more than its {} env steps", m.sequence(),
+                        m.episodes(), most)};
+  }
   if (crc32_of(m.slot().data(), m.slot().size()) != m.checksum()) {
     return {StatusCode::DATA_LOSS, fmt::format("unroll {}: checksum mismatch", m.sequence())};
   }

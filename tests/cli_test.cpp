@@ -197,23 +197,31 @@ TEST(CliTest, BenchRingPrintsThroughputAgainstMemcpyAndLatency) {
 }
 
 // The whole actor side of a config, and nothing of it left behind: no
-// segment in /dev/shm, no scratch run directory.
+// segment in /dev/shm, no scratch run directory (of those not there before).
 TEST(CliTest, BenchActorsPrintsStepsPerSecondAndLeavesNothing) {
+  auto listing = [](const std::filesystem::path& dir, const std::string& part) {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (name.find(part) != std::string::npos) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const auto tmp = std::filesystem::temp_directory_path();
+  const std::vector<std::string> scratch_before = listing(tmp, "pronghorn-bench-");
+  const std::vector<std::string> segments_before = listing("/dev/shm", "bench-actors");
   const std::string config = std::string(PRONGHORN_SOURCE_DIR) + "/configs/cartpole.toml";
   Result r = pronghorn({"bench", "actors", "-c", config, "--set", "actor.count=1", "--seconds",
-                        "0.5", "--warmup", "0.5"});
+                        "0.5", "--warmup", "0.2"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("bench actors: cartpole K=32 actors=1 workers=1 T="), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("bench actors: cartpole K=32 actors=1 T="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" env steps/s ("), std::string::npos) << r.out;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    EXPECT_EQ(entry.path().filename().string().find("bench-actors"), std::string::npos)
-        << entry.path();
-  }
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
-    EXPECT_FALSE(entry.path().filename().string().starts_with("pronghorn-bench-")) << entry.path();
-  }
+  EXPECT_EQ(listing(tmp, "pronghorn-bench-"), scratch_before);
+  EXPECT_EQ(listing("/dev/shm", "bench-actors"), segments_before);
+  Result none = pronghorn({"bench", "actors", "-c", config, "--set", "actor.count=0"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("actor.count = 0: nothing to measure"), std::string::npos) << none.err;
 }
 
 TEST(CliTest, BenchEnvRejectsAnUnknownEnvAndBadCounts) {

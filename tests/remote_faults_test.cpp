@@ -57,6 +57,23 @@ struct RunningJob {
   }
 };
 
+// Starts node `name` (its arguments `extra`) and expects it refused: exit 2
+// within `timeout`, no retry. Its last line; "" when it was not refused.
+std::string refused_line(const RemoteJob& job, const std::string& address,
+                         const std::vector<std::string>& extra, const std::string& name,
+                         std::chrono::seconds timeout) {
+  const auto start = Clock::now();
+  RankProcess node = job.start_node(address, extra, name);
+  const std::optional<int> exit = node.wait(timeout);
+  const std::string log = "node-" + name + ".log";
+  const std::string line = last_line(slurp(job.log_path(log)));
+  EXPECT_EQ(exit, std::optional<int>(2))
+      << status_text(exit) << " after " << seconds_since(start) << " s\n"
+      << job.tail(log);
+  std::cout << "[ remote   ] refused in " << seconds_since(start) << " s: " << line << "\n";
+  return exit == std::optional<int>(2) ? line : "";
+}
+
 // Runs an nft script inside `side`'s namespace, asserting it worked.
 void nft(const NetnsPair& net, Side side, const std::string& script) {
   const auto [code, out] = run_command(net.exec_prefix(side) + " nft '" + script + "'");
@@ -209,16 +226,8 @@ TEST(RemoteFaultsTest, ANodeWithADifferentPluginIsRefusedWithExit2NamingThePlugi
   const std::string other = job.base + "/other/" + file;
   std::filesystem::copy_file(CORRIDOR_PLUGIN, other);
   std::ofstream(other, std::ios::app) << '\n';
-  const auto start = Clock::now();
-  RankProcess bad = job.start_node(address, {"--plugin", other}, "bad");
-  const std::optional<int> exit = bad.wait(15s);
-  const std::string text = slurp(job.log_path("node-bad.log"));
-  ASSERT_EQ(exit, std::optional<int>(2))
-      << status_text(exit) << " after " << seconds_since(start) << " s\n"
-      << job.tail("node-bad.log");
-  std::cout << "[ remote   ] refused in " << seconds_since(start) << " s: " << last_line(text)
-            << "\n";
-  EXPECT_NE(last_line(text).find("plugin"), std::string::npos) << text;
+  const std::string line = refused_line(job, address, {"--plugin", other}, "bad", 15s);
+  EXPECT_NE(line.find("plugin"), std::string::npos) << line;
   EXPECT_FALSE(good.wait(0ms)) << "the refusal touched the good node\n"
                                << job.tail("node-good.log");
 }
@@ -250,18 +259,9 @@ TEST(RemoteFaultsTest, ANodeWithOtherEnvPackagesIsRefusedWithExit2NamingThem) {
       << "a node with the learner's interpreter did not join\n"
       << job.tail("learner.log") << job.tail("node-good.log");
 
-  const auto start = Clock::now();
-  RankProcess bad = job.start_node(address, {"--python", other}, "bad");
-  const std::optional<int> exit = bad.wait(60s);
-  const std::string text = slurp(job.log_path("node-bad.log"));
-  ASSERT_EQ(exit, std::optional<int>(2))
-      << status_text(exit) << " after " << seconds_since(start) << " s\n"
-      << job.tail("node-bad.log");
-  std::cout << "[ remote   ] refused in " << seconds_since(start) << " s: " << last_line(text)
-            << "\n";
-  py::expect_contains(last_line(text), "env gymnasium:CartPole-v1: its packages differ: ");
-  py::expect_contains(last_line(text),
-                      "python " + version + " on this node, " + debian + " at the learner");
+  const std::string line = refused_line(job, address, {"--python", other}, "bad", 60s);
+  py::expect_contains(line, "env gymnasium:CartPole-v1: its packages differ: ");
+  py::expect_contains(line, "python " + version + " on this node, " + debian + " at the learner");
   EXPECT_FALSE(good.wait(0ms)) << "the refusal touched the good node\n"
                                << job.tail("node-good.log");
 }

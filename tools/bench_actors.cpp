@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "buffer/segment_names.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "envs/python_env.h"
 #include "learner/actor_fleet.h"
 #include "learner/policy_training.h"
 #include "tools/cli.h"
@@ -44,14 +46,44 @@ struct ScratchDir {
                     "bench actors: mkdtemp: ", std::strerror(errno));
     path = pattern;
   }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
   ~ScratchDir() {
     std::error_code ignored;
     std::filesystem::remove_all(path, ignored);
   }
 };
 
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Takes batches until `until`: their env steps and the actors' time in them.
+struct Taken {
+  uint64_t steps = 0, batches = 0;
+  double env_s = 0, policy_s = 0, wait_s = 0;
+};
+Taken take_until(learner::ActorFleet& fleet, Clock::time_point until) {
+  Taken t;
+  while (Clock::now() < until) {
+    fleet.poll();  // throws when the actors keep failing
+    const std::optional<learner::PreparedBatch> prepared =
+        fleet.next_batch(std::chrono::milliseconds(100));
+    if (!prepared) continue;
+    ++t.batches;
+    t.steps += fleet.batch_env_steps();
+    t.env_s += prepared->batch.actor_env_s;
+    t.policy_s += prepared->batch.actor_policy_s;
+    t.wait_s += prepared->batch.actor_wait_s;
+  }
+  return t;
+}
+
 void bench_actors(const ActorBenchArgs& args) {
   Config config = args.config.load();
+  if (config.actor.count && *config.actor.count == 0) {
+    throw UsageError("bench actors: actor.count = 0: nothing to measure; give it actors");
+  }
   config.run.name = fmt::format("bench-actors-{}", getpid());
   ScratchDir dir;
   write_file_atomically(dir.path + "/config.toml", to_toml(config));
@@ -65,44 +97,30 @@ void bench_actors(const ActorBenchArgs& args) {
   const uint64_t version = policy.publish();
   fleet.start(policy.slab_name(), policy.slab(), version, 0);
 
-  const auto start = Clock::now();
-  const auto measure_from = start + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(args.warmup));
-  const auto measure_to = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(args.seconds));
-  uint64_t steps = 0;
-  double env_s = 0, policy_s = 0, wait_s = 0;
-  Clock::time_point first{}, last{};
-  while (Clock::now() < measure_to) {
-    fleet.poll();  // throws when the actors keep failing
-    const std::optional<learner::PreparedBatch> prepared =
-        fleet.next_batch(std::chrono::milliseconds(100));
-    if (!prepared) continue;
-    const auto now = Clock::now();
-    if (now < measure_from) continue;
-    if (first == Clock::time_point{}) {
-      first = now;  // batches counted from the next one on
-      continue;
+  // The clock starts at the first batch: starting the actors (LibTorch, a
+  // Python env's packages) is not what is measured.
+  const auto started = Clock::now();
+  while (take_until(fleet, Clock::now() + std::chrono::milliseconds(100)).batches == 0) {
+    if (Clock::now() - started > envs::PythonEnv::kStartTimeout) {
+      throw Error(fmt::format("bench actors: no batch within {} s of starting the actors",
+                              envs::PythonEnv::kStartTimeout.count()));
     }
-    last = now;
-    steps += fleet.batch_env_steps();
-    env_s += prepared->batch.actor_env_s;
-    policy_s += prepared->batch.actor_policy_s;
-    wait_s += prepared->batch.actor_wait_s;
   }
+  take_until(fleet, Clock::now() + seconds(args.warmup));
+  const auto from = Clock::now();
+  const Taken t = take_until(fleet, from + seconds(args.seconds));
+  const double elapsed = std::chrono::duration<double>(Clock::now() - from).count();
   fleet.end();
-  const double elapsed = std::chrono::duration<double>(last - first).count();
-  if (steps == 0 || elapsed <= 0) {
-    throw Error(fmt::format("bench actors: fewer than two batches in {:g} s after the warm-up",
-                            args.seconds));
-  }
-  const double actor_s = env_s + policy_s + wait_s;
+  const double actor_s = std::max(t.env_s + t.policy_s + t.wait_s, 1e-9);
+  const bool python =
+      envs::PythonEnv::names_python_env(config.env.name) && config.env.plugin.empty();
   std::cout << fmt::format(
-      "bench actors: {} K={} actors={} workers={} T={}: {:.0f} env steps/s ({} steps in {:.2f} "
-      "s); actor time: env {:.0f}%, policy {:.0f}%, waiting for a slot {:.0f}%\n",
+      "bench actors: {} K={} actors={}{} T={}: {:.0f} env steps/s ({} steps in {:.2f} s); actor "
+      "time: env {:.0f}%, policy {:.0f}%, waiting for a slot {:.0f}%\n",
       config.env.plugin.empty() ? config.env.name : config.env.plugin, config.env.num_envs,
-      fleet.initial_actors(), config.env.workers, config.actor.unroll_length, steps / elapsed,
-      steps, elapsed, 100 * env_s / actor_s, 100 * policy_s / actor_s, 100 * wait_s / actor_s);
+      fleet.initial_actors(), python ? fmt::format(" workers={}", config.env.workers) : "",
+      config.actor.unroll_length, t.steps / elapsed, t.steps, elapsed, 100 * t.env_s / actor_s,
+      100 * t.policy_s / actor_s, 100 * t.wait_s / actor_s);
 }
 
 }  // namespace

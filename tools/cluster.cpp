@@ -115,8 +115,8 @@ distributed::Facts job_facts(const Config& config, const EnvSpec& env, int world
   const buffer::UnrollSpec spec = buffer::unroll_spec_for(env, config);
   facts.emplace_back("unroll spec", fmt::format("{:016x}", buffer::spec_hash(spec)));
   facts.emplace_back("env", env.describe());
-  for (const auto& [name, version] : env.packages) {
-    facts.emplace_back("env package " + name, version);  // a Python env's (EnvSpec::packages)
+  for (const auto& [name, version] : env.packages) {  // a Python env's (EnvSpec::packages)
+    facts.emplace_back("env package " + name, public_version(version));
   }
   PolicyNet model(model_spec_for(env, config.model));
   facts.emplace_back("parameter count", std::to_string(model->parameter_count()));

@@ -89,7 +89,7 @@ class EnvPoolVector:
 
     def step(self, actions):
         np = self.np
-        obs, rewards, terminated, truncated, info = self.pool.step(actions)
+        obs, rewards, terminated, truncated, step_info = self.pool.step(actions)
         ended = np.flatnonzero(np.logical_or(terminated, truncated))
         info = {}
         if len(ended):
@@ -98,7 +98,8 @@ class EnvPoolVector:
             mask = np.zeros(self.num_envs, dtype=bool)
             mask[ended] = True
             # The ended step's info, as Gymnasium's SAME_STEP vector envs give it.
-            info = {"final_obs": final, "_final_obs": mask, "final_info": info,
+            # arrays over all K envs, no masks: episode_value reads row i.
+            info = {"final_obs": final, "_final_obs": mask, "final_info": step_info,
                     "_final_info": mask}
             obs = obs.copy()
             first, _, _, _, again = self.pool.step(actions[ended], env_id=ended.astype(np.int32))
@@ -234,10 +235,11 @@ def describe(vec, name):
     return spec
 
 
-def episode_value(final_info, key, i):
+def episode_value(final_info, key, i, env):
     """The number at `key` ("a/b": info["a"]["b"]) of env i's ended-step info
     (a vector info: arrays over the envs, each with its "_name" mask); NaN
-    where env i's has none. ValueError for what is not a number."""
+    where env i's has none or holds None. ValueError, naming the actor's
+    `env`, for what is not a number."""
     import numbers
 
     import numpy as np
@@ -254,9 +256,11 @@ def episode_value(final_info, key, i):
         node = node[i] if node.ndim >= 1 else node
     if isinstance(node, np.ndarray) and node.size == 1:
         node = node.reshape(())[()]
+    if node is None:
+        return float("nan")
     if isinstance(node, (bool, np.bool_, numbers.Real)):
         return float(node)
-    raise ValueError(f"info[{key!r}] of env {i} at its episode's end is {type(node).__name__}, "
+    raise ValueError(f"info[{key!r}] of env {env} at its episode's end is {type(node).__name__}, "
                      f"expected a number (env.episode_info)")
 
 
@@ -327,14 +331,14 @@ class Worker:
         has_final = info.get("_final_obs")
         for i in ended:
             if has_final is None or not has_final[i]:
-                raise ValueError(f"env {i} ended but the vector env gave no final_obs for it "
-                                 f"(not a SAME_STEP autoreset?)")
-            self.put(f"final_obs of env {i}", m.final_obs[i], info["final_obs"][i])
+                raise ValueError(f"env {self.first + i} ended but the vector env gave no final_obs "
+                                 f"for it (not a SAME_STEP autoreset?)")
+            self.put(f"final_obs of env {self.first + i}", m.final_obs[i], info["final_obs"][i])
         if self.episode_info and len(ended):
             final_info = info.get("final_info", {})
             for i in ended:
                 for j, key in enumerate(self.episode_info):
-                    m.episode_info[i, j] = episode_value(final_info, key, i)
+                    m.episode_info[i, j] = episode_value(final_info, key, i, self.first + i)
 
     def render(self, control):
         """Sends env 0's frame (`pronghorn eval --video`)."""
@@ -376,21 +380,31 @@ class Worker:
 
 
 def env_packages(before):
-    """The versions of the distributions the env loaded (its modules that
-    were not loaded at `before`, a set of module names), and Python's
-    major.minor: what a node or rank must have the same of. Modules of no
-    installed distribution (a user's folder on PYTHONPATH) are not named."""
+    """The versions of the distributions the env loaded (the files of its
+    modules that were not loaded at `before`, a set of module names, looked
+    up in each installed distribution's RECORD), and Python's major.minor:
+    what a node or rank must have the same of. A module of no installed
+    distribution (a user's folder on PYTHONPATH) names none. A distribution
+    whose metadata cannot be read is left out, not fatal."""
     import platform
     from importlib import metadata
 
-    tops = {name.partition(".")[0] for name in set(sys.modules) - before}
-    by_module = metadata.packages_distributions()
+    loaded = {}  # a new module's file -> its module
+    for name in set(sys.modules) - before:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(path, str):
+            loaded[os.path.abspath(path)] = name
     packages = {"python": ".".join(platform.python_version_tuple()[:2])}
-    for dist in sorted({d for top in tops for d in by_module.get(top, [])}):
+    for dist in metadata.distributions():
         try:
-            packages[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
+            name, version = dist.metadata["Name"], dist.version
+            if not isinstance(name, str) or not isinstance(version, str) or name in packages:
+                continue
+            if any(os.path.abspath(dist.locate_file(f)) in loaded for f in dist.files or ()):
+                packages[name] = version
+        except Exception as e:  # a broken dist-info of something else: said, not fatal
+            print(f"pronghorn env worker: skipping a distribution's metadata: {e}",
+                  file=sys.stderr)
     return packages
 
 
