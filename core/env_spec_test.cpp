@@ -5,7 +5,7 @@
 namespace pronghorn {
 namespace {
 
-TEST(EnvSpecTest, PackageDifferenceNamesEachPackageOnBothSides) {
+TEST(EnvSpecTest, PackageDifferenceNamesWhatBothLoadedInAnotherVersion) {
   const std::map<std::string, std::string> here = {
       {"python", "3.11"}, {"gymnasium", "1.3.0"}, {"numpy", "2.2.6"}, {"torch", "2.5.0"}};
   const std::map<std::string, std::string> there = {
