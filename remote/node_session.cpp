@@ -178,8 +178,6 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
 
 namespace {
 
-constexpr std::string_view kDirPrefix = "pronghorn-node-";
-
 // Digits only, no sign or leading zero, within `max`: the number; else nothing.
 std::optional<uint64_t> strict_number(std::string_view digits, uint64_t max) {
   if (digits.empty() || digits.size() > 20 || digits[0] == '0') return std::nullopt;
@@ -194,11 +192,11 @@ struct DirOwner {
   uint64_t start_time = 0;
 };
 
-// "pronghorn-node-<pid>-<start>-XXXXXX" (mkdtemp's six letters or digits)
-// → its owner; anything else → nothing.
-std::optional<DirOwner> dir_owner(std::string_view name) {
-  if (!name.starts_with(kDirPrefix)) return std::nullopt;
-  name.remove_prefix(kDirPrefix.size());
+// "<prefix><pid>-<start>-XXXXXX" (mkdtemp's six letters or digits) → its
+// owner; anything else → nothing.
+std::optional<DirOwner> dir_owner(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix)) return std::nullopt;
+  name.remove_prefix(prefix.size());
   const size_t a = name.find('-');
   if (a == std::string_view::npos) return std::nullopt;
   const size_t b = name.find('-', a + 1);
@@ -217,10 +215,10 @@ std::optional<DirOwner> dir_owner(std::string_view name) {
 
 }  // namespace
 
-NodeDir::NodeDir(const std::string& base) {
+NodeDir::NodeDir(const std::string& base, std::string_view prefix) {
   const int pid = getpid();
   std::string pattern =
-      fmt::format("{}/{}{}-{}-XXXXXX", base, kDirPrefix, pid, buffer::process_start_time(pid));
+      fmt::format("{}/{}{}-{}-XXXXXX", base, prefix, pid, buffer::process_start_time(pid));
   PRONGHORN_CHECK(mkdtemp(pattern.data()) != nullptr, "cannot make a directory like ", pattern);
   path_ = pattern;
 }
@@ -235,11 +233,11 @@ std::string temp_base() {
   return base != nullptr && *base != 0 ? base : "/tmp";
 }
 
-std::vector<std::string> remove_dead_node_dirs(const std::string& base) {
+std::vector<std::string> remove_dead_node_dirs(const std::string& base, std::string_view prefix) {
   std::vector<std::string> removed;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
-    const std::optional<DirOwner> owner = dir_owner(entry.path().filename().string());
+    const std::optional<DirOwner> owner = dir_owner(entry.path().filename().string(), prefix);
     if (!owner) continue;
     struct stat st {};
     // lstat: a link named like ours is not ours, whatever it points at.

@@ -94,12 +94,15 @@ NodeJob read_job(const v1::JoinReply& reply, const std::string& learner,
                  const std::string& plugin_path, const std::string& python = "");
 
 // A private directory, removed with everything in it:
-// BASE/pronghorn-node-<pid>-<start>-XXXXXX, named after this process (its
-// pid and start time, buffer/process.h) so that one a killed node left
-// behind is known for dead by the next (remove_dead_node_dirs).
+// BASE/<prefix><pid>-<start>-XXXXXX (mkdtemp's six characters), named after
+// this process (its pid and start time, buffer/process.h) so that one a
+// killed process left behind is known for dead by the next
+// (remove_dead_node_dirs with the same prefix). A node's prefix is
+// kNodeDirPrefix; `pronghorn bench actors` keeps its run directory in one too.
+inline constexpr std::string_view kNodeDirPrefix = "pronghorn-node-";
 class NodeDir {
  public:
-  explicit NodeDir(const std::string& base);
+  explicit NodeDir(const std::string& base, std::string_view prefix = kNodeDirPrefix);
   ~NodeDir();
   NodeDir(const NodeDir&) = delete;
   NodeDir& operator=(const NodeDir&) = delete;
@@ -116,6 +119,7 @@ std::string temp_base();
 // user, whose process is certainly gone (buffer::process_gone); anything
 // else (another user's, a live node's, a name not exactly ours) stays. The
 // paths removed.
-std::vector<std::string> remove_dead_node_dirs(const std::string& base);
+std::vector<std::string> remove_dead_node_dirs(const std::string& base,
+                                               std::string_view prefix = kNodeDirPrefix);
 
 }  // namespace pronghorn::remote

@@ -7,12 +7,10 @@
 // Printed with the share of the actors' time in the env, the policy and
 // waiting for a free slot, from the unrolls' own stamps.
 #include <fmt/format.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -23,6 +21,7 @@
 #include "envs/python_env.h"
 #include "learner/actor_fleet.h"
 #include "learner/policy_training.h"
+#include "remote/node_session.h"
 #include "tools/cli.h"
 
 namespace pronghorn::cli {
@@ -30,28 +29,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr std::string_view kDirPrefix = "pronghorn-bench-";
+
 struct ActorBenchArgs {
   ConfigArgs config;
   double seconds = 10;
   double warmup = 3;
-};
-
-// A run directory of its own (the actors read config.toml there), removed
-// with it.
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "pronghorn-bench-XXXXXX");
-    PRONGHORN_CHECK(mkdtemp(pattern.data()) != nullptr,
-                    "bench actors: mkdtemp: ", std::strerror(errno));
-    path = pattern;
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
 };
 
 Clock::duration seconds(double s) {
@@ -85,12 +68,15 @@ void bench_actors(const ActorBenchArgs& args) {
     throw UsageError("bench actors: actor.count = 0: nothing to measure; give it actors");
   }
   config.run.name = fmt::format("bench-actors-{}", getpid());
-  ScratchDir dir;
-  write_file_atomically(dir.path + "/config.toml", to_toml(config));
+  // The run directory (the actors read config.toml there): this process's,
+  // gone with it; one a killed bench left behind goes now.
+  remote::remove_dead_node_dirs(remote::temp_base(), kDirPrefix);
+  const remote::NodeDir dir(remote::temp_base(), kDirPrefix);
+  write_file_atomically(dir.path() + "/config.toml", to_toml(config));
   learner::TrainOptions o;
   o.config = config;
   o.env = actor::check_job_config(config);
-  o.run_dir = dir.path;
+  o.run_dir = dir.path();
   learner::PolicyTraining policy(o.config, o.env);
   learner::ActorFleet fleet(o, buffer::own_segment_name(buffer::kRingSegment, config.run.name));
   policy.create_slab(buffer::own_segment_name(buffer::kSlabSegment, config.run.name));
