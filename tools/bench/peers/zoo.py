@@ -1,4 +1,19 @@
-"""What the SB3 drivers share of the RL Zoo's hyperparameter files."""
+"""What the SB3 benchmarks share: the RL Zoo's hyperparameter files, SB3's
+venv on Gymnasium 1.x, and timing a run (tools/bench-mujoco,
+tools/bench-lunarlander)."""
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+
+ZOO = "rl_zoo3==2.9.2"
+# SB3 on Gymnasium 1.x, with Gymnasium, Box2D and MuJoCo as
+# tools/test-python-requirements.txt pins them, so Pronghorn's envs and SB3's
+# are the same; torch is whatever SB3 brings from PyPI.
+SB3_PACKAGES = ["stable-baselines3==2.9.2", "gymnasium[box2d,mujoco]==1.4.0", "mujoco==3.3.7",
+                "pyyaml"]
 
 
 def schedule(value):
@@ -13,8 +28,6 @@ def fetch_ppo_yml(pip, zoo, target):
     """Writes the Zoo's hyperparams/ppo.yml, read from the wheel `zoo` (e.g.
     "rl_zoo3==2.9.2") that `pip` (a command, a list) downloads, to `target`;
     rl_zoo3 itself is not installed. Raises RuntimeError saying why not."""
-    import os
-    import subprocess
     import tempfile
     import zipfile
     with tempfile.TemporaryDirectory() as scratch:
@@ -25,3 +38,55 @@ def fetch_ppo_yml(pip, zoo, target):
         wheel = next(f for f in os.listdir(scratch) if f.endswith(".whl"))
         with zipfile.ZipFile(os.path.join(scratch, wheel)) as z, open(target, "wb") as out:
             out.write(z.read("rl_zoo3/hyperparams/ppo.yml"))
+
+
+def last_line(text):
+    return (text.strip().splitlines() or [""])[-1][:300]
+
+
+def sb3_venv(venv, tool):
+    """SB3's venv at `venv` with SB3_PACKAGES (created, or kept when its pins
+    match) and the Zoo's ppo.yml beside it: (python, yml). `tool` names the
+    caller in the one line it exits with when pip fails."""
+    python = os.path.join(venv, "bin", "python")
+    pip = [python, "-m", "pip"]
+    frozen = subprocess.run(pip + ["freeze"], capture_output=True, text=True).stdout \
+        if os.path.exists(python) else ""
+    frozen = frozen.replace("_", "-").lower()  # pip writes stable_baselines3
+    pinned = [re.sub(r"\[.*\]", "", pkg) for pkg in SB3_PACKAGES if "==" in pkg]  # no extras
+    if not all(pkg.lower() in frozen for pkg in pinned) or "box2d" not in frozen:
+        print(f"# sb3: installing {' '.join(SB3_PACKAGES)} into {venv}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        done = subprocess.run(pip + ["install", "-q", *SB3_PACKAGES], capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            sys.exit(f"{tool}: pip install: {last_line(done.stderr)}")
+    yml = os.path.join(venv, f"zoo-ppo-{ZOO.split('==')[1]}.yml")
+    if not os.path.exists(yml):
+        try:
+            fetch_ppo_yml(pip, ZOO, yml)
+        except RuntimeError as why:
+            sys.exit(f"{tool}: {why}")
+    return python, yml
+
+
+def timed(command, **kwargs):
+    """Runs a command to its end: (CompletedProcess, wall s, CPU s of its
+    process tree, the 1-minute load average at its start)."""
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.time()
+    done = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return done, time.time() - start, cpu, load
+
+
+def test_python(root, tool):
+    """The test venv's interpreter (tools/setup-test-python creates it): it
+    has Gymnasium, Box2D and MuJoCo at the pinned versions."""
+    done = subprocess.run([os.path.join(root, "tools", "setup-test-python")],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{tool}: tools/setup-test-python: {last_line(done.stderr)}")
+    return done.stdout.strip()
