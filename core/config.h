@@ -123,13 +123,15 @@ struct LossConfig {
 };
 
 struct ModelConfig {
-  enum class Kind { kAuto, kMlp, kImpalaCnn };
+  enum class Kind { kAuto, kMlp, kImpalaCnn, kNatureCnn };
   enum class Activation { kTanh, kRelu };
   enum class Core { kNone, kLstm };
   enum class FastPath { kAuto, kOff };
   enum class Init { kDefault, kOrthogonal };
 
-  Kind kind = Kind::kAuto;                    // mlp, impala_cnn, or auto (by observation rank)
+  // mlp, impala_cnn, nature_cnn (Mnih et al. 2015: the Atari DQN torso), or
+  // auto: the MLP for vectors, the IMPALA CNN for images
+  Kind kind = Kind::kAuto;
   std::vector<int64_t> hidden = {64, 64};     // MLP hidden layer widths
   Activation activation = Activation::kTanh;  // tanh or relu
   Core core = Core::kNone;                    // none (feed-forward) or lstm, after the torso
@@ -167,7 +169,9 @@ constexpr ChoiceNames<3> names_of(LearnerConfig::Device) { return {"auto", "cpu"
 constexpr ChoiceNames<2> names_of(LossConfig::Kind) { return {"impala", "ppo"}; }
 constexpr ChoiceNames<2> names_of(LossConfig::Advantages) { return {"vtrace", "gae"}; }
 constexpr ChoiceNames<2> names_of(LossConfig::Reduction) { return {"mean", "sum"}; }
-constexpr ChoiceNames<3> names_of(ModelConfig::Kind) { return {"auto", "mlp", "impala_cnn"}; }
+constexpr ChoiceNames<4> names_of(ModelConfig::Kind) {
+  return {"auto", "mlp", "impala_cnn", "nature_cnn"};
+}
 constexpr ChoiceNames<2> names_of(ModelConfig::Activation) { return {"tanh", "relu"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::Core) { return {"none", "lstm"}; }
 constexpr ChoiceNames<2> names_of(ModelConfig::FastPath) { return {"auto", "off"}; }

@@ -91,6 +91,8 @@ std::vector<Case> cases() {
   ModelConfig cnn;
   cnn.kind = ModelConfig::Kind::kImpalaCnn;
   cnn.hidden = {16};
+  ModelConfig nature = cnn;
+  nature.kind = ModelConfig::Kind::kNatureCnn;
   ModelConfig lstm;
   lstm.hidden = {16};
   lstm.core = ModelConfig::Core::kLstm;
@@ -105,6 +107,7 @@ std::vector<Case> cases() {
       make_case("mlp", env_of({4}, 2), mlp),
       make_case("relu_mlp_of_a_matrix", env_of({2, 2}, 2), relu),
       make_case("impala_cnn", env_of({3, 32, 32}, 3, Dtype::kUInt8), cnn),
+      make_case("nature_cnn", env_of({4, 40, 36}, 3, Dtype::kUInt8), nature),
       make_case("lstm", env_of({4}, 2), lstm),
       make_case("gaussian", continuous, mlp),
       make_case("separate_value", continuous, separate),

@@ -1,5 +1,7 @@
 #include "model/network_layout.h"
 
+#include <array>
+
 #include "core/error.h"
 
 namespace pronghorn {
@@ -32,7 +34,25 @@ NetworkLayout network_layout(const ModelSpec& spec) {
     layout.torso.push_back(std::move(layer));
   };
   int64_t width = 1;
-  if (spec.pixels) {
+  if (spec.pixels && spec.cnn == ModelSpec::Cnn::kNature) {
+    // The Nature DQN's torso (Mnih et al. 2015): convolutions of 32 8×8
+    // filters at stride 4, 64 4×4 at stride 2 and 64 3×3 at stride 1,
+    // unpadded, each followed by relu. Its 512-unit layer is model.hidden.
+    PRONGHORN_CHECK(spec.obs_shape.size() == 3, "model: pixel observations need [C, H, W]");
+    layout.flatten_input = false;
+    int64_t channels = spec.obs_shape[0], h = spec.obs_shape[1], w = spec.obs_shape[2];
+    for (auto [out, kernel, stride] : {std::array<int64_t, 3>{32, 8, 4}, {64, 4, 2}, {64, 3, 1}}) {
+      add({.kind = Kind::kConv, .in = channels, .out = out, .kernel = kernel, .stride = stride});
+      add({.kind = Kind::kRelu});
+      channels = out;
+      h = (h - kernel) / stride + 1;
+      w = (w - kernel) / stride + 1;
+    }
+    PRONGHORN_CHECK(h >= 1 && w >= 1, "model: frames of ", spec.obs_shape[1], "×",
+                    spec.obs_shape[2], " are too small for the Nature CNN (36×36 at least)");
+    add({.kind = Kind::kFlatten});
+    width = channels * h * w;
+  } else if (spec.pixels) {
     // The IMPALA CNN (Espeholt et al. 2018): three sections of conv 3×3 →
     // max-pool 3×3 stride 2 → two residual blocks, with 16, 32, 32
     // channels, then relu.

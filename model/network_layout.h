@@ -16,8 +16,9 @@ namespace pronghorn {
 
 struct TorsoLayer {
   enum class Kind {
-    kLinear,  // y = x Wᵀ + b: W [out, in], b [out]
-    kConv,  // 2-D convolution, kernel × kernel, stride 1, zero padding: W [out, in, k, k], b [out]
+    kLinear,    // y = x Wᵀ + b: W [out, in], b [out]
+    kConv,      // 2-D convolution, kernel × kernel at `stride`, zero `padding`:
+                // W [out, in, k, k], b [out]
     kMaxPool,   // max over kernel × kernel windows at `stride`, padding never the max
     kResidual,  // x + conv(relu(conv(relu(x)))), two kConv of `out` channels: name.first,
                 // name.second

@@ -19,12 +19,22 @@ namespace pronghorn {
 ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   ModelSpec spec;
   spec.obs_shape = env.obs_shape;
-  spec.pixels = config.kind == ModelConfig::Kind::kImpalaCnn ||
-                (config.kind == ModelConfig::Kind::kAuto && env.obs_dtype == Dtype::kUInt8 &&
-                 env.obs_shape.size() == 3);
+  using Kind = ModelConfig::Kind;
+  spec.pixels =
+      config.kind == Kind::kImpalaCnn || config.kind == Kind::kNatureCnn ||
+      (config.kind == Kind::kAuto && env.obs_dtype == Dtype::kUInt8 && env.obs_shape.size() == 3);
   PRONGHORN_CHECK(!spec.pixels || env.obs_shape.size() == 3, "model.kind = \"",
                   to_string(config.kind), "\": env ", env.name,
                   " has no [C, H, W] image observations");
+  if (config.kind == Kind::kNatureCnn) {
+    spec.cnn = ModelSpec::Cnn::kNature;
+    // Its 8×8 stride-4, 4×4 stride-2 and 3×3 convolutions, unpadded, leave
+    // one pixel of a 36×36 frame.
+    PRONGHORN_CHECK(env.obs_shape[1] >= 36 && env.obs_shape[2] >= 36,
+                    "model.kind = \"nature_cnn\": env ", env.name, " gives ", env.obs_shape[1], "×",
+                    env.obs_shape[2],
+                    " frames; its convolutions need at least 36×36 (84×84 in the paper)");
+  }
   spec.continuous = env.action_kind == ActionKind::kContinuous;
   spec.actions = env.action_size;
   spec.hidden = config.hidden;
@@ -37,7 +47,7 @@ ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   spec.separate_value = config.separate_value;
   PRONGHORN_CHECK(!spec.separate_value || (!spec.pixels && spec.core_hidden == 0),
                   "model.separate_value = true: expected an MLP policy without a core (env ",
-                  env.name, spec.pixels ? " gives images: the IMPALA CNN" : "",
+                  env.name, spec.pixels ? " gives images: a CNN" : "",
                   spec.core_hidden > 0 ? ", model.core = \"lstm\"" : "", ")");
   PRONGHORN_CHECK(
       !spec.normalize_observations || (env.obs_dtype == Dtype::kFloat32 && !spec.pixels),

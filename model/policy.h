@@ -4,7 +4,8 @@
 // it is run through the policy face (model/policy_face.h), which
 // preprocesses observations and picks the fused MLP path where it applies.
 //   vector observations → MLP (model.hidden, model.activation)
-//   image observations (uint8 [C, H, W]) → the IMPALA CNN, then the MLP
+//   image observations (uint8 [C, H, W]) → the IMPALA CNN (or, with
+//   model.kind = "nature_cnn", the Nature DQN's three convolutions), then the MLP
 //   then, with model.core = "lstm", an LSTM (model/lstm_core.h) whose state
 //   each env carries from step to step
 //   with model.separate_value, the value head on an MLP of its own
@@ -29,8 +30,10 @@ namespace pronghorn {
 
 struct ModelSpec {
   std::vector<int64_t> obs_shape;  // one observation
-  bool pixels = false;             // images [C, H, W]: the IMPALA CNN torso
-  int64_t actions = 0;             // categorical: number of actions; Gaussian: dims
+  bool pixels = false;             // images [C, H, W]: a CNN torso (`cnn`)
+  enum class Cnn { kImpala, kNature };
+  Cnn cnn = Cnn::kImpala;
+  int64_t actions = 0;  // categorical: number of actions; Gaussian: dims
   bool continuous = false;
   std::vector<int64_t> hidden = {64, 64};
   ModelConfig::Activation activation = ModelConfig::Activation::kTanh;

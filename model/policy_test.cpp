@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -65,6 +67,102 @@ TEST(ModelTest, ImpalaCnnMatchesAReferenceBuiltFromItsParameters) {
   PolicyOutput out = net->forward(x);
   EXPECT_TRUE(at::allclose(out.logits, logits, 1e-4, 1e-6));
   EXPECT_TRUE(at::allclose(out.value, value, 1e-4, 1e-6));
+}
+
+// The Nature DQN's torso (Mnih et al. 2015) on 4 stacked 84×84 frames with
+// its 512-unit layer and 18 actions has the paper's 1,693,362 parameters,
+// plus our value head.
+TEST(ModelTest, NatureCnnHasTheDqnParameterCount) {
+  ModelSpec spec;
+  spec.obs_shape = {4, 84, 84};
+  spec.pixels = true;
+  spec.cnn = ModelSpec::Cnn::kNature;
+  spec.actions = 18;
+  spec.hidden = {512};
+  spec.activation = ModelConfig::Activation::kRelu;
+  PolicyNet net(spec);
+  // conv 8×8 4→32, 4×4 32→64, 3×3 64→64: 84 → 20 → 9 → 7; then 7·7·64 → 512.
+  const int64_t dqn = (8 * 8 * 4 * 32 + 32) + (4 * 4 * 32 * 64 + 64) + (3 * 3 * 64 * 64 + 64) +
+                      (7 * 7 * 64 * 512 + 512) + (512 * 18 + 18);
+  ASSERT_EQ(dqn, 1693362);
+  EXPECT_EQ(net->parameter_count(), dqn + 512 + 1);
+  PolicyOutput out = net->forward(at::rand({2, 4, 84, 84}));
+  EXPECT_EQ(out.logits.sizes(), (at::IntArrayRef{2, 18}));
+  EXPECT_EQ(out.value.sizes(), (at::IntArrayRef{2}));
+}
+
+// Outputs and every parameter's gradient against the same network written
+// with stock ops in float64, on frames that are not square.
+TEST(ModelTest, NatureCnnMatchesAStockFloat64ReferenceWithGradients) {
+  ModelSpec spec;
+  spec.obs_shape = {2, 44, 37};
+  spec.pixels = true;
+  spec.cnn = ModelSpec::Cnn::kNature;
+  spec.actions = 3;
+  spec.hidden = {16};
+  spec.activation = ModelConfig::Activation::kRelu;
+  PolicyNet net(spec);
+  {
+    torch::NoGradGuard no_grad;  // the policy head's zero biases off zero
+    for (auto& p : net->parameters()) p.add_(at::randn_like(p) * 0.05);
+  }
+  const at::Tensor x = at::rand({5, 2, 44, 37});
+  PolicyOutput out = net->forward(x);
+  const at::Tensor weights = at::randn({5, 3}), value_weights = at::randn({5});
+  ((out.logits * weights).sum() + (out.value * value_weights).sum()).backward();
+
+  std::map<std::string, at::Tensor> p;
+  for (const auto& item : net->named_parameters()) {
+    p[item.key()] = item.value().detach().to(at::kDouble).requires_grad_(true);
+  }
+  at::Tensor h = x.to(at::kDouble);
+  const std::vector<std::pair<std::string, int64_t>> convs = {
+      {"torso.0", 4}, {"torso.2", 2}, {"torso.4", 1}};
+  for (const auto& [name, stride] : convs) {
+    h = at::relu(at::conv2d(h, p.at(name + ".weight"), p.at(name + ".bias"), stride));
+  }
+  h = at::relu(at::linear(h.flatten(1), p.at("torso.7.weight"), p.at("torso.7.bias")));
+  const at::Tensor logits = at::linear(h, p.at("policy.weight"), p.at("policy.bias"));
+  const at::Tensor value = at::linear(h, p.at("value.weight"), p.at("value.bias")).squeeze(-1);
+  ((logits * weights.to(at::kDouble)).sum() + (value * value_weights.to(at::kDouble)).sum())
+      .backward();
+
+  EXPECT_TRUE(at::allclose(out.logits.to(at::kDouble), logits, 1e-4, 1e-5));
+  EXPECT_TRUE(at::allclose(out.value.to(at::kDouble), value, 1e-4, 1e-5));
+  int checked = 0;
+  for (const auto& item : net->named_parameters()) {
+    const at::Tensor want = p.at(item.key()).grad();
+    const at::Tensor got = item.value().grad().to(at::kDouble);
+    const double scale = want.abs().max().item<double>();
+    EXPECT_GT(scale, 0) << item.key() << ": a gradient the check would pass anyway";
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-4 * scale + 1e-6) << item.key();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2 * 6) << "3 convolutions, the hidden layer and 2 heads";
+}
+
+// Frames too small for its convolutions are one line naming the env at start.
+TEST(ModelTest, NatureCnnRefusesFramesSmallerThan36) {
+  EnvSpec env;
+  env.name = "pong";
+  env.obs_shape = {1, 32, 32};
+  env.obs_dtype = Dtype::kUInt8;
+  env.action_size = 3;
+  ModelConfig config;
+  config.kind = ModelConfig::Kind::kNatureCnn;
+  try {
+    model_spec_for(env, config);
+    FAIL() << "32×32 frames accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("env pong gives 32×32 frames"), std::string::npos)
+        << e.what();
+  }
+  env.obs_shape = {1, 36, 36};
+  const ModelSpec spec = model_spec_for(env, config);
+  EXPECT_TRUE(spec.pixels);
+  EXPECT_EQ(spec.cnn, ModelSpec::Cnn::kNature);
+  EXPECT_EQ(PolicyNet(spec)->forward(at::rand({1, 1, 36, 36})).logits.sizes(),
+            (at::IntArrayRef{1, 3}));
 }
 
 // The MLP's tanh is our own loop with its own autograd: outputs and every

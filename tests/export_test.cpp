@@ -1,5 +1,5 @@
 // `pronghorn export` end to end, as real processes: a short run of each kind
-// of network (the MLP on the fused path and off it, the IMPALA CNN on pixels,
+// of network (the MLP on the fused path and off it, the IMPALA and Nature CNNs on pixels,
 // the LSTM over 3 steps with an episode start, the Gaussian head, normalised
 // observations), exported;
 // the NumPy loader and onnxruntime (tests/testing/check_export.py, in the
@@ -103,6 +103,19 @@ TEST(ExportTest, ImpalaCnnOnPixelsMatchesTheBinary) {
   ExportRun r;
   ASSERT_NO_FATAL_FAILURE(r.train_and_export(
       "pong.toml", "--set model.kind=impala_cnn --set env.num_envs=8 --set run.total_steps=3000"));
+  EXPECT_EQ(r.check_forward(2, 3), "0");
+}
+
+// Convolutions at strides 4 and 2 on frames that are not square, from a
+// Python env (the built-in Pong's 32×32 frames are too small for it).
+TEST(ExportTest, NatureCnnOnPixelsMatchesTheBinary) {
+  ExportRun r;
+  pronghorn::envs::testing::use_test_envs();
+  ASSERT_NO_FATAL_FAILURE(r.train_and_export(
+      "cartpole.toml",
+      "--set env.name=python:pronghorn_test_envs:make_pixel_walk --set env.python=" + r.python +
+          " --set model.kind=nature_cnn --set model.hidden=[32] --set model.activation=relu"
+          " --set env.num_envs=8 --set run.total_steps=3000 --set run.target_return=0"));
   EXPECT_EQ(r.check_forward(2, 3), "0");
 }
 

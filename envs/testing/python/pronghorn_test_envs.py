@@ -79,6 +79,26 @@ def make_scored_walk(**options):
     return ScoredWalk(**options)
 
 
+class PixelWalk(Walk):
+    """The walk seen as uint8 frames [2, height, width]: channel 0 lights
+    the position's column, channel 1 a row per step taken (for image models)."""
+
+    def __init__(self, height=44, width=40, **options):
+        super().__init__(**options)
+        self.observation_space = spaces.Box(0, 255, (2, height, width), np.uint8)
+
+    def observe(self):
+        _, height, width = self.observation_space.shape
+        frame = np.zeros((2, height, width), np.uint8)
+        frame[0, :, (self.position + self.length) * (width - 1) // (2 * self.length)] = 255
+        frame[1, min(self.steps, height - 1), :] = 128
+        return frame
+
+
+def make_pixel_walk(**options):
+    return PixelWalk(**options)
+
+
 def make_torch_walk(**options):
     """A walk whose observations PyTorch computes: a user's env may import it."""
     import torch

@@ -8,7 +8,7 @@ this process's start (imports included) to that evaluation's end.
 
 Prints one JSON line: solved or not, the seconds and env steps at the
 solving evaluation (or at the end), every evaluation's (env steps, mean),
-and the process's CPU seconds.
+the process's CPU seconds and PyTorch's threads.
 
     python sb3_zoo_solve.py ENV_ID SEED PPO_YML TARGET EVAL_EVERY EPISODES [MAX_STEPS]
 """
@@ -22,6 +22,7 @@ env_id, seed, zoo_yml = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 target, eval_every, episodes = float(sys.argv[4]), int(float(sys.argv[5])), int(sys.argv[6])
 max_steps = int(float(sys.argv[7])) if len(sys.argv) > 7 else None
 
+import torch  # noqa: E402
 import yaml  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.callbacks import (  # noqa: E402
@@ -73,6 +74,6 @@ print(json.dumps({
     "system": "sb3-zoo", "env": env_id, "seed": seed, "solved": solved,
     "seconds": evaluations[-1][2] if solved else round(time.time() - start, 1),
     "env_steps": evaluations[-1][0] if solved else int(model.num_timesteps),
-    "evaluations": evaluations,
+    "evaluations": evaluations, "torch_threads": torch.get_num_threads(),
     "cpu_s": round(times.user + times.system + times.children_user + times.children_system, 1),
 }))
