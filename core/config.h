@@ -102,6 +102,9 @@ struct LossConfig {
   // CartPole's +1 a step gives values near 100 unscaled: 0.1 keeps the
   // value loss from swamping the shared torso (BENCHMARKS.md).
   double reward_scale = 0.1;
+  // > 0: rewards clipped to ±this before reward_scale, for learning only (the
+  // IMPALA and DQN papers' Atari clipping to ±1); 0: off.
+  double reward_clip = 0.0;
   double rho_bar = 1.0;     // V-trace ρ̄: clips importance weights in the value targets
   double c_bar = 1.0;       // V-trace c̄: clips the trace-cutting coefficients
   double rho_pg_bar = 1.0;  // clips importance weights in the policy-gradient advantage

@@ -50,6 +50,7 @@ std::vector<Field> fields(Config& c) {
     {"loss",        "advantages",            choice(&c.loss.advantages),          0,     0,                    choices(c.loss.advantages),     kSame,    "advantages for ppo"},
     {"loss",        "discount",              &c.loss.discount,                    0,     1,                    {},                             kSame,    "γ"},
     {"loss",        "reward_scale",          &c.loss.reward_scale,                1e-9,  1e9,                  {},                             kSame,    "rewards are multiplied by this for learning; episode returns are reported unscaled"},
+    {"loss",        "reward_clip",           &c.loss.reward_clip,                 0,     1e9,                  {},                             kSame,    "0: off; else rewards clipped to ±this before reward_scale, for learning (Atari's ±1); returns are reported unclipped"},
     {"loss",        "rho_bar",               &c.loss.rho_bar,                     0,     kInf,                 {},                             kSame,    "V-trace ρ̄ (value targets)"},
     {"loss",        "c_bar",                 &c.loss.c_bar,                       0,     kInf,                 {},                             kSame,    "V-trace c̄ (trace cutting)"},
     {"loss",        "rho_pg_bar",            &c.loss.rho_pg_bar,                  0,     kInf,                 {},                             kSame,    "ρ̄ of the policy-gradient advantage"},

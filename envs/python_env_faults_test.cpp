@@ -56,6 +56,16 @@ TEST(PythonEnvTest, WhatCannotBeHostedIsOneClearErrorAtStart) {
   e = refused("gymnasium:CartPole-v1", {{"no_such_option", "1"}});
   expect_contains(e, "no_such_option");
   expect_contains(e, "TypeError");
+  expect_contains(refused("gymnasium:CartPole-v1", {{"vectorization_mode", "\"async\""}}),
+                  "env.options.vectorization_mode = 'async'");
+  // CartPole's own vector env has no SAME_STEP autoreset to ask for.
+  expect_contains(
+      refused("gymnasium:CartPole-v1", {{"vectorization_mode", "\"vector_entry_point\""}}),
+      "autoreset_mode");
+  expect_contains(
+      refused("gymnasium:ALE/Pong-v5", {{"vectorization_mode", "\"vector_entry_point\""},
+                                        {"frame_skip", "4"}}),  // EnvPool's spelling
+      "frame_skip");
   e = refused("python:pronghorn_test_envs:make_dict_walk");
   expect_contains(e, "observation space Dict");
   expect_contains(e, "not supported");

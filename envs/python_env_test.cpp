@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <string>
 
 #include "buffer/ring.h"
 #include "buffer/slot_view.h"
@@ -39,16 +42,26 @@ struct Rollout {
   int min_terminations;  // each env's, at least (Pendulum never terminates)
   int min_truncations;
   int64_t workers = 1;  // env.workers
+  // env.options beside max_episode_steps: name → a TOML value that is also JSON.
+  std::map<std::string, std::string> options = {};
+  uint64_t seed = 7;  // the actor's env seed
 };
 
 // Steps `rollout` through PythonEnv into one ring slot of `steps` steps, with
 // the actions the reference drew, and compares every byte with the reference.
 void expect_same_as_gymnasium(const std::string& python, const Rollout& r) {
-  const uint64_t seed = 7;
-  const std::string dir =
-      ::testing::TempDir() + "gym-reference-" + r.env_id + "-" + python_version(python);
-  const std::string options =
-      "'{\"max_episode_steps\": " + std::to_string(r.max_episode_steps) + "}'";
+  const uint64_t seed = r.seed;
+  // Per test: two tests may roll out one env id at once (ctest -j).
+  const std::string dir = ::testing::TempDir() + "gym-reference-" +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+                          python_version(python);
+  std::string options;
+  if (r.max_episode_steps > 0)
+    options = "\"max_episode_steps\": " + std::to_string(r.max_episode_steps);
+  for (const auto& [name, value] : r.options) {
+    options += (options.empty() ? "\"" : ", \"") + name + "\": " + value;
+  }
+  options = "'{" + options + "}'";
   const auto reference =
       run_command(python + " " PRONGHORN_SOURCE_DIR "/tests/testing/gym_reference.py " + r.env_id +
                   " " + std::to_string(r.k) + " " + std::to_string(seed) + " " +
@@ -65,11 +78,14 @@ void expect_same_as_gymnasium(const std::string& python, const Rollout& r) {
   EnvConfig config = python_env(envpool ? r.env_id : "gymnasium:" + r.env_id, python, r.k);
   config.max_episode_steps = r.max_episode_steps;
   config.workers = r.workers;
+  for (const auto& [name, value] : r.options) config.options[name] = value;
   auto env = PythonEnv::start(config, seed);
+  std::string tag = r.env_id;  // a segment's name has no '/'
+  std::replace(tag.begin(), tag.end(), '/', '-');
   ASSERT_EQ(env->worker_pids().size(), static_cast<size_t>(r.workers));
   const EnvSpec& spec = env->spec();
   const auto unroll = buffer::unroll_spec_for(spec, r.steps, r.k);
-  auto ring = buffer::Ring::create(buffer::testing::unique_name("gym-" + r.env_id), unroll, 1);
+  auto ring = buffer::Ring::create(buffer::testing::unique_name("gym-" + tag), unroll, 1);
   const auto slot = ring->claim(std::chrono::milliseconds(0));
   ASSERT_TRUE(slot);
   const buffer::SlotView out(ring->slot_data(*slot), ring->layout());
@@ -95,6 +111,7 @@ void expect_same_as_gymnasium(const std::string& python, const Rollout& r) {
   expect_bytes("truncated", out.truncated, r.k * r.steps);
   expect_bytes("final_obs", final_obs.data(), final_obs.size());
   ring->abandon(*slot);
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);  // Atari's: 100 MB
 }
 
 TEST(PythonEnvTest, CartPoleIsGymnasiumsBitForBit) {
@@ -132,6 +149,60 @@ TEST(PythonEnvTest, AntIsGymnasiumsBitForBit) {
 // vector over it must neither lose nor make up a transition.
 TEST(PythonEnvTest, EnvPoolsCartPoleIsEnvPoolsBitForBit) {
   expect_same_as_gymnasium(test_python(), {"envpool:CartPole-v1", 4, 300, 25, 2, 1});
+}
+
+// Atari by Machado et al. (2018)'s protocol, as configs/atari.toml passes it
+// (sticky actions, frame skip 4, no life-loss ends, up to 30 no-ops; 84×84
+// grayscale frames stacked 4): ale-py's own vector env, each env seeded as
+// one of its own (seeds past 2^31 made C ints). Random play ends a Pong game after 780–900 steps:
+// the long rollouts see one terminate, the short ones a lowered cap truncate.
+std::map<std::string, std::string> ale_protocol(int64_t max_frames) {
+  return {{"vectorization_mode", "\"vector_entry_point\""},
+          {"repeat_action_probability", "0.25"},
+          {"frameskip", "4"},
+          {"max_num_frames_per_episode", std::to_string(max_frames)},
+          {"full_action_space", "false"},
+          {"noop_max", "30"},
+          {"episodic_life", "false"},
+          {"reward_clipping", "false"},
+          {"use_fire_reset", "false"},
+          {"num_threads", "1"}};
+}
+
+TEST(PythonEnvTest, AlePongEndsItsGamesAsAlePyDoes) {
+  expect_same_as_gymnasium(test_python(),
+                           {"ALE/Pong-v5", 2, 1000, 0, 1, 0, 1, ale_protocol(108000), 5000});
+}
+
+TEST(PythonEnvTest, AlePongIsCutAtItsFrameCapAsAlePyCutsIt) {
+  expect_same_as_gymnasium(test_python(),
+                           {"ALE/Pong-v5", 2, 300, 0, 0, 2, 1, ale_protocol(480), 5000});
+}
+
+// EnvPool's Atari: its options, its own preprocessing; max_episode_steps
+// counts agent steps (27 000 = 108 000 frames).
+std::map<std::string, std::string> envpool_protocol() {
+  return {{"repeat_action_probability", "0.25"},
+          {"frame_skip", "4"},
+          {"noop_max", "30"},
+          {"episodic_life", "false"},
+          {"reward_clip", "false"},
+          {"use_fire_reset", "false"},
+          {"full_action_space", "false"},
+          {"stack_num", "4"},
+          {"img_height", "84"},
+          {"img_width", "84"},
+          {"gray_scale", "true"}};
+}
+
+TEST(PythonEnvTest, EnvPoolPongEndsItsGamesAsEnvPoolDoes) {
+  expect_same_as_gymnasium(test_python(),
+                           {"envpool:Pong-v5", 2, 1000, 27000, 1, 0, 1, envpool_protocol()});
+}
+
+TEST(PythonEnvTest, EnvPoolPongIsCutAtItsStepCapAsEnvPoolCutsIt) {
+  expect_same_as_gymnasium(test_python(),
+                           {"envpool:Pong-v5", 2, 300, 120, 0, 2, 1, envpool_protocol()});
 }
 
 // An actor's envs split over several workers (8 over 3: 3, 3, 2), each

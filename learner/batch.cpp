@@ -14,6 +14,13 @@ at::Tensor view(const void* data, const std::vector<int64_t>& shape, at::ScalarT
 
 }  // namespace
 
+at::Tensor training_rewards(const at::Tensor& rewards, const LossConfig& loss) {
+  at::Tensor r = rewards;
+  if (loss.reward_clip > 0) r = r.clamp(-loss.reward_clip, loss.reward_clip);
+  if (loss.reward_scale != 1.0) r = r * loss.reward_scale;
+  return r;
+}
+
 Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
                  const EnvSpec& spec, const Config& config, uint64_t version) {
   const int64_t T = config.actor.unroll_length, K = config.env.num_envs;
@@ -55,8 +62,7 @@ Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::Slot
   b.obs = at::cat(obs, 1);
   b.actions = at::cat(actions, 1);
   if (!continuous) b.actions = b.actions.to(at::kLong);
-  b.rewards = at::cat(rewards, 1);
-  if (config.loss.reward_scale != 1.0) b.rewards.mul_(config.loss.reward_scale);
+  b.rewards = training_rewards(at::cat(rewards, 1), config.loss);
   const at::Tensor all_terminated = at::cat(terminated, 1);
   b.discounts = config.loss.discount * (1 - all_terminated.to(at::kFloat));
   b.truncated = at::cat(truncated, 1);

@@ -46,7 +46,12 @@ Batch map_tensors(const Batch& b, F&& f) {
   return m;
 }
 
-// Rewards are scaled by loss.reward_scale and discounts are γ·(1 − terminated).
+// What the learner trains on of an env's `rewards`: clipped to
+// ±loss.reward_clip (when > 0), then × loss.reward_scale (when not 1); never
+// `rewards` changed in place.
+at::Tensor training_rewards(const at::Tensor& rewards, const LossConfig& loss);
+
+// Rewards are training_rewards() and discounts are γ·(1 − terminated).
 Batch make_batch(const std::vector<buffer::TakenSlot>& taken, const buffer::SlotLayout& layout,
                  const EnvSpec& spec, const Config& config, uint64_t version);
 

@@ -21,7 +21,8 @@
 # whose episode ended returns the next episode's first observation, and the
 # ended episode's last observation goes to final_obs. Seeds: the actor's env
 # i (this worker's env i - first_env) gets env_seed(seed, i) at the first
-# reset, EnvPool's envpool_seed(seed) + i; later resets and autoresets
+# reset, EnvPool's and a vector entry point's (ale-py's) envpool_seed(seed) +
+# i; later resets and autoresets
 # continue each env's generator.
 import json
 import os
@@ -133,15 +134,38 @@ def make_vector(name, options, k, max_episode_steps, seed, first):
         except (KeyError, ValueError, TypeError) as e:
             raise Refused(f"env.name = {name!r}: {type(e).__name__}: {e}") from e
     if kind == "gymnasium":
+        if rest.startswith("ALE/"):
+            try:
+                import ale_py  # noqa: F401  (registers the ALE/ ids)
+            except ImportError as e:
+                raise Refused(f"env.name = {name!r}: cannot import ale_py ({e}): install it in "
+                              f"this interpreter (pip install ale-py)") from e
         kwargs = dict(options)
+        # make_vec's own argument: "vector_entry_point" steps the library's own
+        # vector env (ale-py's AtariVectorEnv, its preprocessing in C++).
+        mode = kwargs.pop("vectorization_mode", "sync")
+        if mode not in ("sync", "vector_entry_point"):
+            raise Refused(f"env.options.vectorization_mode = {mode!r}: expected \"sync\" or "
+                          f"\"vector_entry_point\" (env.workers are the processes)")
         if max_episode_steps > 0:
+            if mode != "sync":
+                raise Refused(f"env.name = {name!r}: env.max_episode_steps cannot cut the "
+                              f"episodes of a vector entry point; set its own option")
             kwargs["max_episode_steps"] = max_episode_steps
         try:
-            return gymnasium.make_vec(
-                rest, num_envs=k, vectorization_mode="sync",
-                vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **kwargs)
-        except gymnasium.error.Error as e:
+            if mode == "sync":
+                return gymnasium.make_vec(
+                    rest, num_envs=k, vectorization_mode="sync",
+                    vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **kwargs)
+            vec = gymnasium.make_vec(rest, num_envs=k, vectorization_mode=mode,
+                                     autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
+        except (gymnasium.error.Error, TypeError, ValueError) as e:
             raise Refused(f"env.name = {name!r}: {type(e).__name__}: {e}") from e
+        vec.pronghorn_c_int_seeds = True  # ale-py's C++ takes its seeds as C ints
+        if vec.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            raise Refused(f"env.name = {name!r}: its vector entry point does not autoreset "
+                          f"SAME_STEP; use env.options.vectorization_mode = \"sync\"")
+        return vec
     module_name, _, attribute = rest.partition(":")
     try:
         module = __import__(module_name, fromlist=["_"])
@@ -313,10 +337,14 @@ class Worker:
         self.seeded = False
 
     def reset(self):
-        seeds = None if self.seeded else [env_seed(self.seed, self.first + i)
-                                          for i in range(self.k)]
+        # One int: Gymnasium's vector envs seed their env i with it + i, which
+        # gives env_seed(seed, first + i) (ale-py's takes no list); a vector
+        # entry point's seeds are C ints, as EnvPool's.
+        c_int = getattr(self.vec, "pronghorn_c_int_seeds", False)
+        first_seed = envpool_seed(self.seed) + self.first if c_int else env_seed(self.seed, self.first)
+        seed = None if self.seeded else first_seed
         self.seeded = True
-        obs, _ = self.vec.reset(seed=seeds)
+        obs, _ = self.vec.reset(seed=seed)
         self.put("observations", self.memory.obs, obs)
 
     def step(self):
@@ -329,6 +357,9 @@ class Worker:
         self.put("truncated", m.truncated, truncated)
         ended = np.flatnonzero(np.logical_or(m.terminated, m.truncated))
         has_final = info.get("_final_obs")
+        final = info.get("final_obs")
+        if has_final is None and isinstance(final, np.ndarray) and final.dtype != object:
+            has_final = np.logical_or(m.terminated, m.truncated)  # ale-py's: every row, no mask
         for i in ended:
             if has_final is None or not has_final[i]:
                 raise ValueError(f"env {self.first + i} ended but the vector env gave no final_obs "

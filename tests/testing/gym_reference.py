@@ -5,6 +5,9 @@
 # checked.
 #   ENV_ID "CartPole-v1": K envs of gymnasium.make; env i seeded
 #     ((seed << 20) + i) mod 2^63 at its first reset.
+#   OPTIONS with "vectorization_mode": "vector_entry_point" (ale-py's
+#     AtariVectorEnv for ALE/<Game>-v5): K of the library's own vector envs
+#     of one env each, SAME_STEP, env i's seeded as EnvPool's below (C ints).
 #   ENV_ID "envpool:CartPole-v1": K EnvPool pools of one env each, pool i
 #     seeded ((seed << 20) mod (2^31 - 2^20)) + i (EnvPool seeds env i of a pool with
 #     seed + i); an ended env resets on its next step, as EnvPool's do.
@@ -43,6 +46,28 @@ class GymnasiumEnv:
         return obs, reward, terminated, truncated, first
 
 
+class VectorOfOne:
+    """The library's own vector env (vector_entry_point) of one env."""
+
+    def __init__(self, env_id, seed, options):
+        from gymnasium.vector import AutoresetMode
+
+        self.vec = gymnasium.make_vec(env_id, num_envs=1, autoreset_mode=AutoresetMode.SAME_STEP,
+                                      **options)
+        self.seed = seed
+        self.observation_space = self.vec.single_observation_space
+        self.action_space = self.vec.single_action_space
+
+    def reset(self):
+        return self.vec.reset(seed=self.seed)[0][0]
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.vec.step(np.asarray([action]))
+        if terminated[0] or truncated[0]:
+            return info["final_obs"][0], reward[0], terminated[0], truncated[0], obs[0]
+        return obs[0], reward[0], terminated[0], truncated[0], None
+
+
 class EnvPoolEnv:
     def __init__(self, task, seed, options):
         import envpool
@@ -65,6 +90,11 @@ def make_envs(env_id, k, seed, options):
     if env_id.startswith("envpool:"):
         pool_seed = (seed << 20) % (2**31 - 2**20)  # the worker's envpool_seed
         return [EnvPoolEnv(env_id[len("envpool:"):], pool_seed + i, options) for i in range(k)]
+    if env_id.startswith("ALE/"):
+        import ale_py  # noqa: F401  (registers the ALE/ ids)
+    if options.get("vectorization_mode") == "vector_entry_point":
+        pool_seed = (seed << 20) % (2**31 - 2**20)
+        return [VectorOfOne(env_id, pool_seed + i, options) for i in range(k)]
     return [GymnasiumEnv(env_id, ((seed << 20) + i) & (2**63 - 1), options) for i in range(k)]
 
 
