@@ -69,18 +69,23 @@ TEST(ModelTest, ImpalaCnnMatchesAReferenceBuiltFromItsParameters) {
   EXPECT_TRUE(at::allclose(out.value, value, 1e-4, 1e-6));
 }
 
+// The Nature CNN on frames `obs_shape`, its relu layer of `hidden` units.
+ModelSpec nature_spec(std::vector<int64_t> obs_shape, int64_t actions, int64_t hidden) {
+  ModelSpec spec;
+  spec.obs_shape = std::move(obs_shape);
+  spec.pixels = true;
+  spec.cnn = ModelSpec::Cnn::kNature;
+  spec.actions = actions;
+  spec.hidden = {hidden};
+  spec.activation = ModelConfig::Activation::kRelu;
+  return spec;
+}
+
 // The Nature DQN's torso (Mnih et al. 2015) on 4 stacked 84×84 frames with
 // its 512-unit layer and 18 actions has the paper's 1,693,362 parameters,
 // plus our value head.
 TEST(ModelTest, NatureCnnHasTheDqnParameterCount) {
-  ModelSpec spec;
-  spec.obs_shape = {4, 84, 84};
-  spec.pixels = true;
-  spec.cnn = ModelSpec::Cnn::kNature;
-  spec.actions = 18;
-  spec.hidden = {512};
-  spec.activation = ModelConfig::Activation::kRelu;
-  PolicyNet net(spec);
+  PolicyNet net(nature_spec({4, 84, 84}, 18, 512));
   // conv 8×8 4→32, 4×4 32→64, 3×3 64→64: 84 → 20 → 9 → 7; then 7·7·64 → 512.
   const int64_t dqn = (8 * 8 * 4 * 32 + 32) + (4 * 4 * 32 * 64 + 64) + (3 * 3 * 64 * 64 + 64) +
                       (7 * 7 * 64 * 512 + 512) + (512 * 18 + 18);
@@ -94,14 +99,7 @@ TEST(ModelTest, NatureCnnHasTheDqnParameterCount) {
 // Outputs and every parameter's gradient against the same network written
 // with stock ops in float64, on frames that are not square.
 TEST(ModelTest, NatureCnnMatchesAStockFloat64ReferenceWithGradients) {
-  ModelSpec spec;
-  spec.obs_shape = {2, 44, 37};
-  spec.pixels = true;
-  spec.cnn = ModelSpec::Cnn::kNature;
-  spec.actions = 3;
-  spec.hidden = {16};
-  spec.activation = ModelConfig::Activation::kRelu;
-  PolicyNet net(spec);
+  PolicyNet net(nature_spec({2, 44, 37}, 3, 16));
   {
     torch::NoGradGuard no_grad;  // the policy head's zero biases off zero
     for (auto& p : net->parameters()) p.add_(at::randn_like(p) * 0.05);
