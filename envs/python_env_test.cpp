@@ -14,11 +14,13 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "buffer/ring.h"
 #include "buffer/slot_view.h"
 #include "buffer/testing/names.h"
+#include "core/config.h"
 #include "envs/testing/buffers.h"
 #include "envs/testing/python_envs.h"
 
@@ -151,22 +153,21 @@ TEST(PythonEnvTest, EnvPoolsCartPoleIsEnvPoolsBitForBit) {
   expect_same_as_gymnasium(test_python(), {"envpool:CartPole-v1", 4, 300, 25, 2, 1});
 }
 
+// A preset's env section, as a job reads it.
+EnvConfig preset_env(const std::string& preset) {
+  return load_config(PRONGHORN_SOURCE_DIR "/configs/" + preset + ".toml", {}).env;
+}
+
 // Atari by Machado et al. (2018)'s protocol, as configs/atari.toml passes it
 // (sticky actions, frame skip 4, no life-loss ends, up to 30 no-ops; 84×84
 // grayscale frames stacked 4): ale-py's own vector env, each env seeded as
-// one of its own (seeds past 2^31 made C ints). Random play ends a Pong game after 780–900 steps:
-// the long rollouts see one terminate, the short ones a lowered cap truncate.
+// one of its own (seeds past 2^31 made C ints). Random play ends a Pong game
+// after 780–900 steps: the long rollouts see one terminate, the short ones a
+// lowered cap truncate.
 std::map<std::string, std::string> ale_protocol(int64_t max_frames) {
-  return {{"vectorization_mode", "\"vector_entry_point\""},
-          {"repeat_action_probability", "0.25"},
-          {"frameskip", "4"},
-          {"max_num_frames_per_episode", std::to_string(max_frames)},
-          {"full_action_space", "false"},
-          {"noop_max", "30"},
-          {"episodic_life", "false"},
-          {"reward_clipping", "false"},
-          {"use_fire_reset", "false"},
-          {"num_threads", "1"}};
+  auto options = preset_env("atari").options;
+  options["max_num_frames_per_episode"] = std::to_string(max_frames);
+  return options;
 }
 
 TEST(PythonEnvTest, AlePongEndsItsGamesAsAlePyDoes) {
@@ -179,20 +180,11 @@ TEST(PythonEnvTest, AlePongIsCutAtItsFrameCapAsAlePyCutsIt) {
                            {"ALE/Pong-v5", 2, 300, 0, 0, 2, 1, ale_protocol(480), 5000});
 }
 
-// EnvPool's Atari: its options, its own preprocessing; max_episode_steps
-// counts agent steps (27 000 = 108 000 frames).
+// EnvPool's Atari, as configs/atari_envpool.toml passes it: its options,
+// its own preprocessing; max_episode_steps counts agent steps (27 000 =
+// 108 000 frames).
 std::map<std::string, std::string> envpool_protocol() {
-  return {{"repeat_action_probability", "0.25"},
-          {"frame_skip", "4"},
-          {"noop_max", "30"},
-          {"episodic_life", "false"},
-          {"reward_clip", "false"},
-          {"use_fire_reset", "false"},
-          {"full_action_space", "false"},
-          {"stack_num", "4"},
-          {"img_height", "84"},
-          {"img_width", "84"},
-          {"gray_scale", "true"}};
+  return preset_env("atari_envpool").options;
 }
 
 TEST(PythonEnvTest, EnvPoolPongEndsItsGamesAsEnvPoolDoes) {
@@ -203,6 +195,60 @@ TEST(PythonEnvTest, EnvPoolPongEndsItsGamesAsEnvPoolDoes) {
 TEST(PythonEnvTest, EnvPoolPongIsCutAtItsStepCapAsEnvPoolCutsIt) {
   expect_same_as_gymnasium(test_python(),
                            {"envpool:Pong-v5", 2, 300, 120, 0, 2, 1, envpool_protocol()});
+}
+
+// What tests/testing/atari_protocol.py reads back from the vector env the
+// worker makes of a preset's env section: name → value, one line each.
+std::map<std::string, std::string> read_protocol(const std::string& python, const EnvConfig& env) {
+  std::string options;
+  for (const auto& [name, value] : env.options) {
+    options += (options.empty() ? "\"" : ", \"") + name + "\": " + value;
+  }
+  const auto read =
+      run_command(python + " " PRONGHORN_SOURCE_DIR "/tests/testing/atari_protocol.py " + env.name +
+                  " '{" + options + "}' " + std::to_string(env.max_episode_steps));
+  EXPECT_EQ(read.status, 0) << read.out;
+  std::map<std::string, std::string> values;
+  std::istringstream lines(read.out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t space = line.find(' ');
+    if (space != std::string::npos) values[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return values;
+}
+
+// The protocol read back from the running env, not from the preset's text:
+// ale-py's vector env has no getters, so it is read from what it shows (its
+// spaces, its frame counters, and its play against the same env made with
+// ale-py's default of no sticky actions); its frame cap shows only when
+// reached, in the ring test above with a lowered cap.
+TEST(PythonEnvTest, AlePyRunsTheAtariPresetsProtocol) {
+  auto got = read_protocol(test_python(), preset_env("atari"));
+  EXPECT_EQ(got["observation"], "uint8 [4, 84, 84]");  // grayscale 84×84, a stack of 4
+  EXPECT_EQ(got["actions"], "6");                      // Pong's minimal action set
+  EXPECT_EQ(got["frameskip"], "4");
+  const int noops = std::atoi(got["noop_frames_max"].c_str());
+  EXPECT_GT(noops, 0) << "no-op starts";
+  EXPECT_LE(noops, 30);
+  EXPECT_EQ(got["sticky_actions"], "1") << "plays as with repeat_action_probability = 0";
+}
+
+// EnvPool's running pool says its whole config.
+TEST(PythonEnvTest, EnvPoolRunsTheAtariPresetsProtocol) {
+  auto got = read_protocol(test_python(), preset_env("atari_envpool"));
+  EXPECT_EQ(got["repeat_action_probability"], "0.25");
+  EXPECT_EQ(got["frame_skip"], "4");
+  EXPECT_EQ(got["max_episode_steps"], "27000");  // agent steps: 108 000 frames
+  EXPECT_EQ(got["noop_max"], "30");
+  EXPECT_EQ(got["episodic_life"], "false");
+  EXPECT_EQ(got["use_fire_reset"], "false");
+  EXPECT_EQ(got["reward_clip"], "false");
+  EXPECT_EQ(got["full_action_space"], "false");
+  EXPECT_EQ(got["actions"], "6");
+  EXPECT_EQ(got["gray_scale"], "true");
+  EXPECT_EQ(got["img_height"], "84");
+  EXPECT_EQ(got["img_width"], "84");
+  EXPECT_EQ(got["stack_num"], "4");
 }
 
 // An actor's envs split over several workers (8 over 3: 3, 3, 2), each
