@@ -88,6 +88,16 @@ TEST(DeterministicTest, TwoPendulumRunsOfTwoMillionStepsWriteTheSameCheckpoints)
   expect_same_checkpoints(a, b);
 }
 
+// A refusal's lines, less the info lines of a start that swept another run's
+// shared memory (a test beside this one may have just killed its learner).
+std::vector<std::string> refusal_lines(const std::string& output) {
+  std::vector<std::string> lines = lines_of(output);
+  std::erase_if(lines, [](const std::string& line) {
+    return line.find(" info: removed stale shared memory ") != std::string::npos;
+  });
+  return lines;
+}
+
 TEST(DeterministicTest, WhatItCannotHoldIsRefusedInOneLine) {
   TrainRun run;
   struct Case {
@@ -107,7 +117,7 @@ TEST(DeterministicTest, WhatItCannotHoldIsRefusedInOneLine) {
     const Outcome o = train(run.dir, "--set run.deterministic=true " + c.args);
     EXPECT_EQ(o.code, 2) << c.args << "\n" << o.output;
     EXPECT_NE(o.output.find(c.expected), std::string::npos) << c.args << "\n" << o.output;
-    EXPECT_EQ(lines_of(o.output).size(), 1u) << c.args << "\n" << o.output;
+    EXPECT_EQ(refusal_lines(o.output).size(), 1u) << c.args << "\n" << o.output;
   }
 }
 
