@@ -1,120 +1,30 @@
 // Python-hosted envs against Gymnasium itself: a plain Python loop in the
 // same interpreter (tests/testing/gym_reference.py) and the env worker give
-// the same bytes in a ring slot; and what a user's env can get wrong.
+// the same bytes in a ring slot (envs/testing/gym_rollout.h; Atari's in
+// envs/python_env_atari_test.cpp); and what a user's env can get wrong.
 #include "envs/python_env.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <map>
-#include <sstream>
 #include <string>
+#include <vector>
 
-#include "buffer/ring.h"
-#include "buffer/slot_view.h"
-#include "buffer/testing/names.h"
-#include "core/config.h"
 #include "envs/testing/buffers.h"
+#include "envs/testing/gym_rollout.h"
 #include "envs/testing/python_envs.h"
 
 namespace pronghorn::envs {
 namespace {
 
-using testing::expect_contains;
+using testing::expect_same_as_gymnasium;
 using testing::mapped_files;
 using testing::python_env;
 using testing::python_version;
-using testing::read_file;
 using testing::run_command;
 using testing::test_python;
 using testing::use_test_envs;
-
-struct Rollout {
-  std::string env_id;
-  int64_t k;
-  int64_t steps;
-  int64_t max_episode_steps;
-  int min_terminations;  // each env's, at least (Pendulum never terminates)
-  int min_truncations;
-  int64_t workers = 1;  // env.workers
-  // env.options beside max_episode_steps: name → a TOML value that is also JSON.
-  std::map<std::string, std::string> options = {};
-  uint64_t seed = 7;  // the actor's env seed
-};
-
-// Steps `rollout` through PythonEnv into one ring slot of `steps` steps, with
-// the actions the reference drew, and compares every byte with the reference.
-void expect_same_as_gymnasium(const std::string& python, const Rollout& r) {
-  const uint64_t seed = r.seed;
-  // Per test: two tests may roll out one env id at once (ctest -j).
-  const std::string dir = ::testing::TempDir() + "gym-reference-" +
-                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
-                          python_version(python);
-  std::string options;
-  if (r.max_episode_steps > 0)
-    options = "\"max_episode_steps\": " + std::to_string(r.max_episode_steps);
-  for (const auto& [name, value] : r.options) {
-    options += (options.empty() ? "\"" : ", \"") + name + "\": " + value;
-  }
-  options = "'{" + options + "}'";
-  const auto reference =
-      run_command(python + " " PRONGHORN_SOURCE_DIR "/tests/testing/gym_reference.py " + r.env_id +
-                  " " + std::to_string(r.k) + " " + std::to_string(seed) + " " +
-                  std::to_string(r.steps) + " " + options + " " + dir);
-  ASSERT_EQ(reference.status, 0) << reference.out;
-  int terminations = -1, truncations = -1;
-  ASSERT_EQ(std::sscanf(reference.out.c_str(), "terminations %d truncations %d", &terminations,
-                        &truncations),
-            2);
-  EXPECT_GE(terminations, r.min_terminations) << "the actions must end episodes both ways";
-  EXPECT_GE(truncations, r.min_truncations);
-
-  const bool envpool = r.env_id.starts_with("envpool:");
-  EnvConfig config = python_env(envpool ? r.env_id : "gymnasium:" + r.env_id, python, r.k);
-  config.max_episode_steps = r.max_episode_steps;
-  config.workers = r.workers;
-  for (const auto& [name, value] : r.options) config.options[name] = value;
-  auto env = PythonEnv::start(config, seed);
-  std::string tag = r.env_id;  // a segment's name has no '/'
-  std::replace(tag.begin(), tag.end(), '/', '-');
-  ASSERT_EQ(env->worker_pids().size(), static_cast<size_t>(r.workers));
-  const EnvSpec& spec = env->spec();
-  const auto unroll = buffer::unroll_spec_for(spec, r.steps, r.k);
-  auto ring = buffer::Ring::create(buffer::testing::unique_name("gym-" + tag), unroll, 1);
-  const auto slot = ring->claim(std::chrono::milliseconds(0));
-  ASSERT_TRUE(slot);
-  const buffer::SlotView out(ring->slot_data(*slot), ring->layout());
-
-  const std::vector<uint8_t> actions = read_file(dir + "/actions.bin");
-  const size_t row = spec.obs_bytes() * r.k, action_row = spec.action_bytes() * r.k;
-  ASSERT_EQ(actions.size(), action_row * r.steps);
-  std::vector<uint8_t> final_obs(row * r.steps, 0);
-  env->reset(out.obs);
-  for (int64_t t = 0; t < r.steps; ++t) {
-    env->step(actions.data() + t * action_row,
-              {out.obs + (t + 1) * row, out.rewards + t * r.k, out.terminated + t * r.k,
-               out.truncated + t * r.k, final_obs.data() + t * row});
-  }
-  auto expect_bytes = [&](const char* name, const void* ours, size_t bytes) {
-    const std::vector<uint8_t> theirs = read_file(dir + "/" + name + ".bin");
-    ASSERT_EQ(theirs.size(), bytes) << name;
-    EXPECT_EQ(std::memcmp(ours, theirs.data(), bytes), 0) << name << " differ from Gymnasium's";
-  };
-  expect_bytes("obs", out.obs, row * (r.steps + 1));
-  expect_bytes("rewards", out.rewards, sizeof(float) * r.k * r.steps);
-  expect_bytes("terminated", out.terminated, r.k * r.steps);
-  expect_bytes("truncated", out.truncated, r.k * r.steps);
-  expect_bytes("final_obs", final_obs.data(), final_obs.size());
-  ring->abandon(*slot);
-  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);  // Atari's: 100 MB
-}
 
 TEST(PythonEnvTest, CartPoleIsGymnasiumsBitForBit) {
   const std::string python = test_python();
@@ -151,104 +61,6 @@ TEST(PythonEnvTest, AntIsGymnasiumsBitForBit) {
 // vector over it must neither lose nor make up a transition.
 TEST(PythonEnvTest, EnvPoolsCartPoleIsEnvPoolsBitForBit) {
   expect_same_as_gymnasium(test_python(), {"envpool:CartPole-v1", 4, 300, 25, 2, 1});
-}
-
-// A preset's env section, as a job reads it.
-EnvConfig preset_env(const std::string& preset) {
-  return load_config(PRONGHORN_SOURCE_DIR "/configs/" + preset + ".toml", {}).env;
-}
-
-// Atari by Machado et al. (2018)'s protocol, as configs/atari.toml passes it
-// (sticky actions, frame skip 4, no life-loss ends, up to 30 no-ops; 84×84
-// grayscale frames stacked 4): ale-py's own vector env, each env seeded as
-// one of its own (seeds past 2^31 made C ints). Random play ends a Pong game
-// after 780–900 steps: the long rollouts see one terminate, the short ones a
-// lowered cap truncate.
-std::map<std::string, std::string> ale_protocol(int64_t max_frames) {
-  auto options = preset_env("atari").options;
-  options["max_num_frames_per_episode"] = std::to_string(max_frames);
-  return options;
-}
-
-TEST(PythonEnvTest, AlePongEndsItsGamesAsAlePyDoes) {
-  expect_same_as_gymnasium(test_python(),
-                           {"ALE/Pong-v5", 2, 1000, 0, 1, 0, 1, ale_protocol(108000), 5000});
-}
-
-TEST(PythonEnvTest, AlePongIsCutAtItsFrameCapAsAlePyCutsIt) {
-  expect_same_as_gymnasium(test_python(),
-                           {"ALE/Pong-v5", 2, 300, 0, 0, 2, 1, ale_protocol(480), 5000});
-}
-
-// EnvPool's Atari, as configs/atari_envpool.toml passes it: its options,
-// its own preprocessing; max_episode_steps counts agent steps (27 000 =
-// 108 000 frames).
-std::map<std::string, std::string> envpool_protocol() {
-  return preset_env("atari_envpool").options;
-}
-
-TEST(PythonEnvTest, EnvPoolPongEndsItsGamesAsEnvPoolDoes) {
-  expect_same_as_gymnasium(test_python(),
-                           {"envpool:Pong-v5", 2, 1000, 27000, 1, 0, 1, envpool_protocol()});
-}
-
-TEST(PythonEnvTest, EnvPoolPongIsCutAtItsStepCapAsEnvPoolCutsIt) {
-  expect_same_as_gymnasium(test_python(),
-                           {"envpool:Pong-v5", 2, 300, 120, 0, 2, 1, envpool_protocol()});
-}
-
-// What tests/testing/atari_protocol.py reads back from the vector env the
-// worker makes of a preset's env section: name → value, one line each.
-std::map<std::string, std::string> read_protocol(const std::string& python, const EnvConfig& env) {
-  std::string options;
-  for (const auto& [name, value] : env.options) {
-    options += (options.empty() ? "\"" : ", \"") + name + "\": " + value;
-  }
-  const auto read =
-      run_command(python + " " PRONGHORN_SOURCE_DIR "/tests/testing/atari_protocol.py " + env.name +
-                  " '{" + options + "}' " + std::to_string(env.max_episode_steps));
-  EXPECT_EQ(read.status, 0) << read.out;
-  std::map<std::string, std::string> values;
-  std::istringstream lines(read.out);
-  for (std::string line; std::getline(lines, line);) {
-    const size_t space = line.find(' ');
-    if (space != std::string::npos) values[line.substr(0, space)] = line.substr(space + 1);
-  }
-  return values;
-}
-
-// The protocol read back from the running env, not from the preset's text:
-// ale-py's vector env has no getters, so it is read from what it shows (its
-// spaces, its frame counters, and its play against the same env made with
-// ale-py's default of no sticky actions); its frame cap shows only when
-// reached, in the ring test above with a lowered cap.
-TEST(PythonEnvTest, AlePyRunsTheAtariPresetsProtocol) {
-  auto got = read_protocol(test_python(), preset_env("atari"));
-  EXPECT_EQ(got["observation"], "uint8 [4, 84, 84]");  // grayscale 84×84, a stack of 4
-  EXPECT_EQ(got["actions"], "6");                      // Pong's minimal action set
-  EXPECT_EQ(got["frameskip"], "4");
-  const int noops = std::atoi(got["noop_frames_max"].c_str());
-  EXPECT_GT(noops, 0) << "no-op starts";
-  EXPECT_LE(noops, 30);
-  EXPECT_EQ(got["sticky_actions"], "1") << "plays as with repeat_action_probability = 0";
-}
-
-// EnvPool's running pool says its whole config.
-TEST(PythonEnvTest, EnvPoolRunsTheAtariPresetsProtocol) {
-  auto got = read_protocol(test_python(), preset_env("atari_envpool"));
-  EXPECT_EQ(got["repeat_action_probability"], "0.25");
-  EXPECT_EQ(got["frame_skip"], "4");
-  EXPECT_EQ(got["max_episode_steps"], "27000");  // agent steps: 108 000 frames
-  EXPECT_EQ(got["noop_max"], "30");
-  EXPECT_EQ(got["episodic_life"], "false");
-  EXPECT_EQ(got["use_fire_reset"], "false");
-  EXPECT_EQ(got["reward_clip"], "false");
-  EXPECT_EQ(got["full_action_space"], "false");
-  EXPECT_EQ(got["actions"], "6");
-  EXPECT_EQ(got["gray_scale"], "true");
-  EXPECT_EQ(got["img_height"], "84");
-  EXPECT_EQ(got["img_width"], "84");
-  EXPECT_EQ(got["stack_num"], "4");
 }
 
 // An actor's envs split over several workers (8 over 3: 3, 3, 2), each

@@ -355,11 +355,12 @@ class Worker:
         self.put("rewards", m.rewards, rewards)
         self.put("terminated", m.terminated, terminated)
         self.put("truncated", m.truncated, truncated)
-        ended = np.flatnonzero(np.logical_or(m.terminated, m.truncated))
+        done = np.logical_or(m.terminated, m.truncated)
+        ended = np.flatnonzero(done)
         has_final = info.get("_final_obs")
         final = info.get("final_obs")
         if has_final is None and isinstance(final, np.ndarray) and final.dtype != object:
-            has_final = np.logical_or(m.terminated, m.truncated)  # ale-py's: every row, no mask
+            has_final = done  # ale-py's: every row, no mask
         for i in ended:
             if has_final is None or not has_final[i]:
                 raise ValueError(f"env {self.first + i} ended but the vector env gave no final_obs "

@@ -87,13 +87,12 @@ class EnvPoolEnv:
 
 
 def make_envs(env_id, k, seed, options):
+    pool_seed = (seed << 20) % (2**31 - 2**20)  # the worker's envpool_seed: C ints
     if env_id.startswith("envpool:"):
-        pool_seed = (seed << 20) % (2**31 - 2**20)  # the worker's envpool_seed
         return [EnvPoolEnv(env_id[len("envpool:"):], pool_seed + i, options) for i in range(k)]
     if env_id.startswith("ALE/"):
         import ale_py  # noqa: F401  (registers the ALE/ ids)
     if options.get("vectorization_mode") == "vector_entry_point":
-        pool_seed = (seed << 20) % (2**31 - 2**20)
         return [VectorOfOne(env_id, pool_seed + i, options) for i in range(k)]
     return [GymnasiumEnv(env_id, ((seed << 20) + i) & (2**63 - 1), options) for i in range(k)]
 
