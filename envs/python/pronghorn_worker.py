@@ -115,6 +115,13 @@ def envpool_seed(seed):
     return (seed << 20) % (2**31 - 2**20)
 
 
+def takes_c_int_seeds(name, options):
+    """Whether a Gymnasium id's vector entry point (ale-py's, whose C++ takes
+    its seeds as C ints, as EnvPool's) steps the envs."""
+    return (name.startswith("gymnasium:")
+            and options.get("vectorization_mode") == "vector_entry_point")
+
+
 def make_vector(name, options, k, max_episode_steps, seed, first):
     """A Gymnasium vector env of k envs with SAME_STEP autoreset."""
     try:
@@ -161,7 +168,6 @@ def make_vector(name, options, k, max_episode_steps, seed, first):
                                      autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
         except (gymnasium.error.Error, TypeError, ValueError) as e:
             raise Refused(f"env.name = {name!r}: {type(e).__name__}: {e}") from e
-        vec.pronghorn_c_int_seeds = True  # ale-py's C++ takes its seeds as C ints
         if vec.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
             raise Refused(f"env.name = {name!r}: its vector entry point does not autoreset "
                           f"SAME_STEP; use env.options.vectorization_mode = \"sync\"")
@@ -326,11 +332,12 @@ class Memory:
 
 
 class Worker:
-    def __init__(self, vec, spec, k, seed, first):
+    def __init__(self, vec, spec, k, seed, first, c_int_seeds):
         import numpy as np
 
         self.np = np
         self.vec, self.k, self.seed, self.first = vec, k, seed, first
+        self.c_int_seeds = c_int_seeds  # takes_c_int_seeds()
         self.memory = Memory(spec, k)
         self.start = spec.get("action_start", 0)
         self.episode_info = spec["episode_info"]
@@ -340,8 +347,8 @@ class Worker:
         # One int: Gymnasium's vector envs seed their env i with it + i, which
         # gives env_seed(seed, first + i) (ale-py's takes no list); a vector
         # entry point's seeds are C ints, as EnvPool's.
-        c_int = getattr(self.vec, "pronghorn_c_int_seeds", False)
-        first_seed = envpool_seed(self.seed) + self.first if c_int else env_seed(self.seed, self.first)
+        first_seed = envpool_seed(self.seed) + self.first if self.c_int_seeds \
+            else env_seed(self.seed, self.first)
         seed = None if self.seeded else first_seed
         self.seeded = True
         obs, _ = self.vec.reset(seed=seed)
@@ -546,7 +553,8 @@ def main(argv):
         spec["episode_info"] = list(args["episode_info"])
         if args.get("packages"):  # the start check's: other nodes and ranks compare them
             spec["packages"] = env_packages(loaded_before)
-        worker = Worker(vec, spec, args["num_envs"], args["seed"], args["first_env"])
+        worker = Worker(vec, spec, args["num_envs"], args["seed"], args["first_env"],
+                        takes_c_int_seeds(args["name"], args["options"]))
     except Refused as e:
         control.sendall(f"error {one_line(e)}\n".encode())
         return 2
