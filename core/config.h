@@ -48,6 +48,9 @@ struct ActorConfig {
   int64_t unroll_length = 16;  // T: env steps per unroll
   int64_t threads = 1;         // LibTorch intra-op threads per actor
   bool oversubscribe = false;  // allow more actors than this node's cores and memory hold
+  // The actor processes' (and their env workers') nice value, 0..19: empty
+  // is "auto", 10 with several learner ranks, else 0 (fleet/priority.h).
+  std::optional<int64_t> nice;
   // The job ends (exit 1) after this many actor crashes in a row with no
   // unroll committed in between, or when no unroll comes for this long while
   // actors are wanted. 0 = never.

@@ -50,6 +50,19 @@ TEST(ConfigActorTest, BadCountsNameTheKeyAndWhatItTakes) {
   EXPECT_NE(config_error_of("", {"actor.count=1025"}).find("in [0, 1024]"), std::string::npos);
 }
 
+TEST(ConfigActorTest, NiceIsAutoOrANiceValue) {
+  EXPECT_FALSE(load_config("", {}).actor.nice.has_value()) << "\"auto\" by default";
+  EXPECT_EQ(parse_config("[actor]\nnice = 7\n", "test.toml", {}).actor.nice, 7);
+  EXPECT_FALSE(parse_config("", "test.toml", {"actor.nice=auto"}).actor.nice.has_value());
+  EXPECT_NE(config_error_of("", {"actor.nice=20"})
+                .find("actor.nice = 20: expected \"auto\" or an integer in [0, 19]"),
+            std::string::npos);
+  EXPECT_NE(config_error_of("", {"actor.nice=-1"}).find("actor.nice = -1"), std::string::npos)
+      << "raising priority is not offered: it needs privileges";
+  const std::string text = to_toml(parse_config("", "test.toml", {"actor.nice=3"}));
+  EXPECT_EQ(parse_config(text, "resolved.toml", {}).actor.nice, 3) << text;
+}
+
 TEST(ConfigActorTest, OversubscribeIsABooleanAndTheWatchdogKeysHaveRanges) {
   EXPECT_FALSE(load_config("", {}).actor.oversubscribe);
   EXPECT_TRUE(parse_config("", "test.toml", {"actor.oversubscribe=true"}).actor.oversubscribe);

@@ -17,6 +17,7 @@ std::vector<std::string> actor_process_args(const ActorTarget& t) {
   if (t.lockstep_unrolls > 0) {
     args.insert(args.end(), {kLockstepFlag, std::to_string(t.lockstep_unrolls)});
   }
+  if (t.nice > 0) args.insert(args.end(), {kNiceFlag, std::to_string(t.nice)});
   return args;
 }
 

@@ -24,6 +24,7 @@ inline constexpr const char* kParentFlag = "--learner-pid";
 inline constexpr const char* kSeedRankFlag = "--rank";
 inline constexpr const char* kActorIdFlag = "--actor-id";
 inline constexpr const char* kLockstepFlag = "--lockstep-unrolls";
+inline constexpr const char* kNiceFlag = "--nice";
 inline constexpr const char* kEvaluationProcessCommand = "evaluation-process";
 inline constexpr const char* kSocketFlag = "--socket";
 
@@ -38,6 +39,7 @@ struct ActorTarget {
   // run.deterministic: the unrolls each batch takes from every actor
   // (actor/actor.h); 0 = off.
   uint32_t lockstep_unrolls = 0;
+  int nice = 0;  // its nice value (fleet/priority.h); 0 = left as it is
 };
 
 // The arguments after the program name, without `--actor-id`.

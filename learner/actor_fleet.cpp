@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "fleet/actor_capacity.h"
 #include "fleet/actor_command.h"
+#include "fleet/priority.h"
 #include "fleet/stale_segments.h"
 
 namespace pronghorn::learner {
@@ -51,7 +52,9 @@ void ActorFleet::start(const std::string& slab_name, const buffer::WeightSlab& s
                                                  .config_path = o_.run_dir + "/config.toml",
                                                  .parent = getpid(),
                                                  .seed_rank = static_cast<uint32_t>(seed_rank),
-                                                 .lockstep_unrolls = lockstep().unrolls}),
+                                                 .lockstep_unrolls = lockstep().unrolls,
+                                                 .nice = fleet::actor_nice(
+                                                     c.actor, o_.collective != nullptr)}),
                       initial_actors_,
                       fleet::SupervisorOptions{.limits = fleet::watchdog_limits(c.actor)});
   prefetcher_.emplace(*ring_, o_.env, c, version, lockstep());

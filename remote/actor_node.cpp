@@ -20,6 +20,7 @@
 #include "core/host_name.h"
 #include "fleet/actor_capacity.h"
 #include "fleet/actor_command.h"
+#include "fleet/priority.h"
 #include "fleet/stale_segments.h"
 #include "fleet/supervisor.h"
 #include "remote/node_session.h"
@@ -264,7 +265,9 @@ void Node::tick() {
                                    .slab = weights_->slab_name(),
                                    .config_path = dir_->path() + "/config.toml",
                                    .parent = getpid(),
-                                   .seed_rank = seed_rank(name_)});
+                                   .seed_rank = seed_rank(name_),
+                                   // No learner here: "auto" leaves the actors as they are.
+                                   .nice = fleet::actor_nice(job_->config.actor, false)});
     // No stall limit: a node cut off from its learner, or throttled by its
     // credits, commits nothing for as long as that lasts, and that is no fault.
     supervisor_.emplace(

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -115,10 +116,11 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
 
 // Actors are forks of the zygote made at the top of `pronghorn train`'s main
 // (fleet/zygote.h); with the zygote killed they start by posix_spawn, said
-// once, and the job goes on.
+// once, and the job goes on. Either way they run at actor.nice, and the
+// learner at its own priority.
 TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
   TrainRun run;
-  pid_t pid = start_endless(run);
+  pid_t pid = start_endless(run, {"--set", "actor.nice=7"});
   StopOnExit guard{pid};
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > 0; }));
   const pid_t zygote = zygote_of(pid);
@@ -131,6 +133,9 @@ TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
   // An executed actor's start-up area holds the environment it was given,
   // the learner's; a forked one's holds the zygote's titles.
   EXPECT_NE(environment(actors[0]), environment(pid)) << "forked, not executed";
+  const auto nice = [](pid_t p) { return getpriority(PRIO_PROCESS, static_cast<id_t>(p)); };
+  EXPECT_TRUE(wait_for([&] { return nice(actors[0]) == 7; })) << nice(actors[0]);
+  EXPECT_EQ(nice(pid), getpriority(PRIO_PROCESS, 0)) << "the learner's own is unchanged";
 
   ASSERT_EQ(kill(zygote, SIGKILL), 0);
   uint64_t restarts = 0;
@@ -145,6 +150,7 @@ TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
     }));
     actor = children_of(pid)[0];
     EXPECT_EQ(environment(actor), environment(pid)) << "executed afresh";
+    EXPECT_TRUE(wait_for([&] { return nice(actor) == 7; })) << "set by the actor as it starts";
   }
   const double steps = last_metric(run.dir, "env_steps");
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > steps + 1e5; }))

@@ -23,6 +23,7 @@
 #include "core/token.h"
 #include "fleet/actor_capacity.h"
 #include "fleet/actor_command.h"
+#include "fleet/priority.h"
 #include "learner/checkpoint.h"
 #include "learner/learner.h"
 #include "model/tensor_runtime.h"
@@ -361,6 +362,7 @@ Command add_actor_process_command(CLI::App& app) {
     uint32_t rank = 0;
     int learner_pid = 0;
     uint32_t lockstep_unrolls = 0;
+    int nice = 0;
   };
   auto args = std::make_shared<ActorArgs>();
   CLI::App* command =
@@ -376,8 +378,10 @@ Command add_actor_process_command(CLI::App& app) {
                       "its learner's rank among several (seeds envs apart)");
   command->add_option(fleet::kLockstepFlag, args->lockstep_unrolls,
                       "run.deterministic: the unrolls each batch takes from this actor");
+  command->add_option(fleet::kNiceFlag, args->nice, "this process's nice value (actor.nice)");
   return {command, [args] {
             init_logging("actor" + std::to_string(args->id), "info");
+            fleet::lower_priority(args->nice);
             actor::run_actor({load_config(args->config, {}), args->ring, args->slab, args->id,
                               args->rank, args->learner_pid, args->lockstep_unrolls},
                              install_stop_handlers());

@@ -153,6 +153,36 @@ class Links:
         self.made.clear()
 
 
+def measure(tag, link, scratch):
+    """(round trip ms, bulk rate bits/s) of `link` (parse_link's) between two
+    namespaces, by link_probe.py; RuntimeError naming what failed."""
+    net = Links(tag, 2, link[1], link[2])
+    probe = os.path.join(HERE, "link_probe.py")
+    mbytes = min(200, max(5, link[1] * 2 / 8 / 2**20))  # about 2 s at the asked rate
+    server = None
+    try:
+        net.up(os.path.join(scratch, f"probe-{link[0]}.switch.log"))
+        server = subprocess.Popen(net.prefix(1) + [sys.executable, probe, "serve",
+                                                    net.address(1), "5999"],
+                                  stdin=subprocess.DEVNULL)
+        time.sleep(0.3)
+        try:
+            done = subprocess.run(net.prefix(0) + [sys.executable, probe, "send",
+                                                   net.address(1), "5999", f"{mbytes:g}"],
+                                  capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError("link_probe.py send: no answer in 60 s")
+        fields = dict(x.split("=", 1) for x in done.stdout.split())
+        if done.returncode != 0 or set(fields) != {"rtt_ms", "rate_bits"}:
+            raise RuntimeError(f"link_probe.py send exited {done.returncode}: "
+                               f"{(done.stderr or done.stdout).strip()}")
+        return float(fields["rtt_ms"]), float(fields["rate_bits"])
+    finally:
+        net.down()  # kills the server too, if it still runs
+        if server:
+            server.wait(timeout=5)
+
+
 def sweep(everything_of=None):
     """Deletes the namespaces of bench-scaling runs that no longer run, and
     all of run `everything_of`'s (a pid) on its way out."""

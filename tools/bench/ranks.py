@@ -1,0 +1,131 @@
+"""N `pronghorn train` ranks of one job for tools/bench-scaling and
+tools/bench-solve-ranks: each rank in its own cgroup (cgroups.py), pinned
+to its share of the cores, on loopback or a link of its own (links.py);
+rank 0 first, the others once it has written its rendezvous address."""
+import math
+import os
+import signal
+import subprocess
+import time
+
+from cgroups import read
+
+
+class JobFailed(Exception):
+    pass
+
+
+def last_line(path):
+    try:
+        lines = [x for x in read(path).splitlines() if x.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1] if lines else "(empty log)"
+
+
+class Ranks:
+    """Launches and stops the ranks of one job at a time. `args` has bin,
+    budget, pin, start_timeout and stop_timeout; `cores` is the affinity
+    mask; `cg` the run's Cgroups."""
+
+    def __init__(self, args, cores, cg):
+        self.args, self.cores, self.cg = args, cores, cg
+        self.running = []  # (rank, Popen, log) of the job under way
+        self.n = 0  # its ranks, whose cgroups exist
+
+    def placement(self, n):
+        """Each rank's cores, packed: rank r gets cores [floor(r·b),
+        ceil((r+1)·b)) of the affinity mask for a budget of b cores, so ranks
+        of half a core share a core two by two at every N (the same
+        conditions at 1, 2 and 4) and ranks of whole cores get cores of their
+        own; None with --pin never."""
+        if self.args.pin == "never":
+            return None
+        b = self.args.budget
+        return [self.cores[math.floor(r * b + 1e-9):
+                           max(math.ceil((r + 1) * b - 1e-9), math.floor(r * b + 1e-9) + 1)]
+                for r in range(n)]
+
+    def describe_cores(self, n):
+        place = self.placement(n)
+        if place is None:
+            return f"shared {','.join(map(str, self.cores))}"
+        return " ".join(",".join(map(str, c)) for c in place)
+
+    def command(self, config, sets, n, rank, rendezvous, links):
+        """Rank `rank`'s argv: join its cgroup, enter its namespace, pin,
+        then `pronghorn train -c config --set ...` with the cluster's keys."""
+        if n > 1:
+            sets = sets + [f"distributed.world_size={n}", f"distributed.rank={rank}",
+                           f"distributed.rendezvous={rendezvous}"]
+        place = self.placement(n)
+        pin = ["taskset", "-c", ",".join(map(str, place[rank]))] if place else []
+        train = [self.args.bin, "train", "-c", config] + sum((["--set", x] for x in sets), [])
+        files = self.cg.procs_files(rank)
+        join = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(files)))
+        net = links.prefix(rank) if links else []
+        return ["sh", "-c", f'{join} && shift {len(files)} && exec "$@"', f"rank{rank}"] + files \
+            + net + pin + train
+
+    def check_alive(self):
+        for rank, proc, log in self.running:
+            if proc.poll() is not None:
+                raise JobFailed(f"rank {rank} exited {proc.returncode}: {last_line(log)}")
+
+    def start(self, config, sets, n, job_dir, log_prefix, links):
+        """Makes the ranks' cgroups and starts rank 0, then, once it has
+        written job_dir/rendezvous.address (within --start-timeout), the
+        others. Logs: log_prefix.rank<r>.log."""
+        self.n = n
+        for rank in range(n):
+            self.cg.apply(self.cg.rank_actions(rank))
+        start = time.monotonic()
+
+        def launch(rank, rendezvous):
+            log = f"{log_prefix}.rank{rank}.log"
+            with open(log, "w") as out:
+                proc = subprocess.Popen(self.command(config, sets, n, rank, rendezvous, links),
+                                        stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            self.running.append((rank, proc, log))
+
+        launch(0, f"{links.address(0) if links else '127.0.0.1'}:0")
+        if n == 1:
+            return
+        address_file = os.path.join(job_dir, "rendezvous.address")
+        while not (os.path.exists(address_file) and read(address_file).strip()):
+            self.check_alive()
+            if time.monotonic() > start + self.args.start_timeout:
+                raise JobFailed(f"rank 0 wrote no {address_file} in "
+                                f"{self.args.start_timeout:.0f} s")
+            time.sleep(0.05)
+        rendezvous = read(address_file).strip()
+        for rank in range(1, n):
+            launch(rank, rendezvous)
+
+    def stop(self):
+        """SIGTERM to every rank still running, SIGKILL after --stop-timeout,
+        `pronghorn clean` after a kill, cgroups removed. Returns each rank's
+        exit code; forgets the ranks."""
+        for _, proc, _ in self.running:
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + self.args.stop_timeout
+        killed = False
+        for _, proc, _ in self.running:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                killed = True
+        codes = [(rank, proc.returncode) for rank, proc, _ in self.running]
+        self.cg.remove_ranks(self.n)
+        self.running.clear()
+        self.n = 0
+        if killed:
+            subprocess.run([self.args.bin, "clean"], capture_output=True)  # a killed learner's /dev/shm
+        return codes
