@@ -1,10 +1,12 @@
 """N `pronghorn train` ranks of one job for tools/bench-scaling and
 tools/bench-solve-ranks: each rank in its own cgroup (cgroups.py), pinned
-to its share of the cores, on loopback or a link of its own (links.py);
-rank 0 first, the others once it has written its rendezvous address."""
+to its share of the cores, on loopback or a link of its own (links.py),
+all started at once with rank 0's rendezvous address chosen beforehand, as
+deploy/ starts them."""
 import math
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -25,7 +27,7 @@ def last_line(path):
 
 class Ranks:
     """Launches and stops the ranks of one job at a time. `args` has bin,
-    budget, pin, start_timeout and stop_timeout; `cores` is the affinity
+    budget, pin and stop_timeout; `cores` is the affinity
     mask; `cg` the run's Cgroups."""
 
     def __init__(self, args, cores, cg):
@@ -67,41 +69,35 @@ class Ranks:
         return ["sh", "-c", f'{join} && shift {len(files)} && exec "$@"', f"rank{rank}"] + files \
             + net + pin + train
 
+    def rendezvous(self, links):
+        """Rank 0's store address, chosen before any rank starts: on a link
+        a fixed port (the namespaces are new, nothing else listens there),
+        on loopback a port the kernel finds free now."""
+        if links:
+            return f"{links.address(0)}:29500"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return f"127.0.0.1:{s.getsockname()[1]}"
+
     def check_alive(self):
         for rank, proc, log in self.running:
             if proc.poll() is not None:
                 raise JobFailed(f"rank {rank} exited {proc.returncode}: {last_line(log)}")
 
-    def start(self, config, sets, n, job_dir, log_prefix, links):
-        """Makes the ranks' cgroups and starts rank 0, then, once it has
-        written job_dir/rendezvous.address (within --start-timeout), the
-        others. Logs: log_prefix.rank<r>.log."""
+    def start(self, config, sets, n, log_prefix, links):
+        """Makes the ranks' cgroups and starts every rank. Logs:
+        log_prefix.rank<r>.log."""
         self.n = n
         for rank in range(n):
             self.cg.apply(self.cg.rank_actions(rank))
-        start = time.monotonic()
-
-        def launch(rank, rendezvous):
+        rendezvous = self.rendezvous(links)
+        for rank in range(n):
             log = f"{log_prefix}.rank{rank}.log"
             with open(log, "w") as out:
                 proc = subprocess.Popen(self.command(config, sets, n, rank, rendezvous, links),
                                         stdout=out, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True)
             self.running.append((rank, proc, log))
-
-        launch(0, f"{links.address(0) if links else '127.0.0.1'}:0")
-        if n == 1:
-            return
-        address_file = os.path.join(job_dir, "rendezvous.address")
-        while not (os.path.exists(address_file) and read(address_file).strip()):
-            self.check_alive()
-            if time.monotonic() > start + self.args.start_timeout:
-                raise JobFailed(f"rank 0 wrote no {address_file} in "
-                                f"{self.args.start_timeout:.0f} s")
-            time.sleep(0.05)
-        rendezvous = read(address_file).strip()
-        for rank in range(1, n):
-            launch(rank, rendezvous)
 
     def stop(self):
         """SIGTERM to every rank still running, SIGKILL after --stop-timeout,

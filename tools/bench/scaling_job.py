@@ -105,7 +105,7 @@ class RateJobs:
         try:
             if links:
                 links.up(os.path.join(scratch, f"{name}.switch.log"))
-            self.ranks.start(self.config(model), self.sets(model, scratch, name), n, job,
+            self.ranks.start(self.config(model), self.sets(model, scratch, name), n,
                              os.path.join(scratch, name), links)
             # Each rank's cgroup counters at rank 0's uptime warmup and warmup + window.
             marks = []
