@@ -190,7 +190,7 @@ TEST(ConfigDistributedTest, TheKeysRanksMaySetDifferentlyAreTheTablesPerRankRows
   using config_schema::may_differ_per_rank;
   for (const char* key :
        {"distributed.rank", "distributed.world_size", "distributed.rendezvous",
-        "distributed.interface", "distributed.backend", "actor.count", "learner.threads", "run.dir",
+        "distributed.interface", "distributed.backend", "actor.count", "actor.nice", "learner.threads", "run.dir",
         "run.seed", "server.address", "server.token_file", "remote.address", "remote.credits"}) {
     EXPECT_TRUE(may_differ_per_rank(key)) << key;
   }

@@ -14,8 +14,10 @@ namespace pronghorn::fleet {
 int actor_nice(const ActorConfig& actor, bool cluster);
 
 // Sets the nice value of every thread of this process to `nice` (> 0; 0
-// leaves it), so the threads and processes it starts later inherit it.
-// Raising one's own nice value needs no privilege; a failure is logged.
+// leaves it), so the threads and processes it starts later inherit it. A
+// thread already lower (a job started under `nice -n 15`) stays as it is:
+// this never raises a priority. Lowering one's own needs no privilege; a
+// failure is logged.
 void lower_priority(int nice);
 
 }  // namespace pronghorn::fleet

@@ -47,14 +47,15 @@ Lockstep ActorFleet::lockstep() const {
 void ActorFleet::start(const std::string& slab_name, const buffer::WeightSlab& slab,
                        uint64_t version, int seed_rank) {
   const Config& c = o_.config;
+  // Several ranks: every learner step waits on each rank's learner (fleet/priority.h).
+  const int nice = fleet::actor_nice(c.actor, /*cluster=*/o_.collective != nullptr);
   supervisor_.emplace(fleet::actor_process_args({.ring = ring_name_,
                                                  .slab = slab_name,
                                                  .config_path = o_.run_dir + "/config.toml",
                                                  .parent = getpid(),
                                                  .seed_rank = static_cast<uint32_t>(seed_rank),
                                                  .lockstep_unrolls = lockstep().unrolls,
-                                                 .nice = fleet::actor_nice(
-                                                     c.actor, o_.collective != nullptr)}),
+                                                 .nice = nice}),
                       initial_actors_,
                       fleet::SupervisorOptions{.limits = fleet::watchdog_limits(c.actor)});
   prefetcher_.emplace(*ring_, o_.env, c, version, lockstep());

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +98,11 @@ TEST(ClusterTest, SigkilledRankOneEndsRankZeroWith75AndBothResume) {
   const std::vector<pid_t> actors0 = children_of(ranks[0].pid());
   const std::vector<pid_t> actors1 = children_of(ranks[1].pid());
   EXPECT_EQ(actors0.size(), 1u);
+  // actor.nice "auto" on a rank of several: its actors yield to its learner
+  // (fleet/priority.h); each has committed unrolls, so it has set it.
+  const int want = std::max(10, getpriority(PRIO_PROCESS, 0));  // never raised above the test's
+  for (pid_t actor : actors0) EXPECT_EQ(getpriority(PRIO_PROCESS, actor), want) << "rank 0's";
+  for (pid_t actor : actors1) EXPECT_EQ(getpriority(PRIO_PROCESS, actor), want) << "rank 1's";
 
   const auto killed = Clock::now();
   ranks[1].signal(SIGKILL);

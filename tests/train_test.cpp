@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -133,9 +134,10 @@ TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
   // An executed actor's start-up area holds the environment it was given,
   // the learner's; a forked one's holds the zygote's titles.
   EXPECT_NE(environment(actors[0]), environment(pid)) << "forked, not executed";
-  const auto nice = [](pid_t p) { return getpriority(PRIO_PROCESS, static_cast<id_t>(p)); };
-  EXPECT_TRUE(wait_for([&] { return nice(actors[0]) == 7; })) << nice(actors[0]);
-  EXPECT_EQ(nice(pid), getpriority(PRIO_PROCESS, 0)) << "the learner's own is unchanged";
+  const auto nice_of = [](pid_t p) { return getpriority(PRIO_PROCESS, static_cast<id_t>(p)); };
+  const int want = std::max(7, getpriority(PRIO_PROCESS, 0));  // never raised above the test's
+  EXPECT_TRUE(wait_for([&] { return nice_of(actors[0]) == want; })) << nice_of(actors[0]);
+  EXPECT_EQ(nice_of(pid), getpriority(PRIO_PROCESS, 0)) << "the learner's own is unchanged";
 
   ASSERT_EQ(kill(zygote, SIGKILL), 0);
   uint64_t restarts = 0;
@@ -150,7 +152,8 @@ TEST(TrainTest, ActorsComeFromTheZygoteAndFromPosixSpawnOnceItIsKilled) {
     }));
     actor = children_of(pid)[0];
     EXPECT_EQ(environment(actor), environment(pid)) << "executed afresh";
-    EXPECT_TRUE(wait_for([&] { return nice(actor) == 7; })) << "set by the actor as it starts";
+    EXPECT_TRUE(wait_for([&] { return nice_of(actor) == want; }))
+        << "set by the actor as it starts";
   }
   const double steps = last_metric(run.dir, "env_steps");
   ASSERT_TRUE(wait_for([&] { return last_metric(run.dir, "env_steps") > steps + 1e5; }))

@@ -1,6 +1,7 @@
-"""CPU budgets for tools/bench-scaling: one cgroup per rank, its quota set
-and its usage read by the kernel's own counters, on cgroup v2 (cpu.max,
-cpu.stat) or v1 (the cpu and cpuacct hierarchies)."""
+"""CPU budgets for tools/bench-scaling and tools/bench-solve-ranks: one
+cgroup per rank, its quota set and its usage read by the kernel's own
+counters, on cgroup v2 (cpu.max, cpu.stat) or v1 (the cpu and cpuacct
+hierarchies)."""
 import os
 import signal
 import sys
@@ -139,7 +140,7 @@ class Cgroups:
                     break
                 except OSError as e:
                     if time.monotonic() > deadline:
-                        print(f"bench-scaling: could not remove {folder}: {e.strerror}",
+                        print(f"bench: could not remove {folder}: {e.strerror}",
                               file=sys.stderr)
                         break
                     time.sleep(0.1)

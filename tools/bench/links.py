@@ -1,4 +1,4 @@
-"""Network links for tools/bench-scaling: each rank in a network namespace of
+"""Network links for tools/bench-scaling and tools/bench-solve-ranks: each rank in a network namespace of
 its own, joined to the others through a switch namespace by a veth pair whose
 two ends are each limited to the link's rate by `tc tbf`, so that a rank sends
 and receives at most that rate, as through a NIC on a switch that does not
@@ -14,6 +14,7 @@ that a dry run prints exactly these; down() kills what runs in the namespaces
 and deletes them, which deletes the veths, qdiscs and bridge too."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -158,7 +159,7 @@ def measure(tag, link, scratch):
     namespaces, by link_probe.py; RuntimeError naming what failed."""
     net = Links(tag, 2, link[1], link[2])
     probe = os.path.join(HERE, "link_probe.py")
-    mbytes = min(200, max(5, link[1] * 2 / 8 / 2**20))  # about 2 s at the asked rate
+    mbytes = min(200, max(5, link[1] * 2 / 8 / 2**20))  # 2 s at the rate, 200 MB at most
     server = None
     try:
         net.up(os.path.join(scratch, f"probe-{link[0]}.switch.log"))
@@ -172,7 +173,7 @@ def measure(tag, link, scratch):
                                   capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
             raise RuntimeError("link_probe.py send: no answer in 60 s")
-        fields = dict(x.split("=", 1) for x in done.stdout.split())
+        fields = dict(x.split("=", 1) for x in done.stdout.split() if "=" in x)
         if done.returncode != 0 or set(fields) != {"rtt_ms", "rate_bits"}:
             raise RuntimeError(f"link_probe.py send exited {done.returncode}: "
                                f"{(done.stderr or done.stdout).strip()}")
@@ -180,12 +181,19 @@ def measure(tag, link, scratch):
     finally:
         net.down()  # kills the server too, if it still runs
         if server:
-            server.wait(timeout=5)
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
 
 def sweep(everything_of=None):
-    """Deletes the namespaces of bench-scaling runs that no longer run, and
-    all of run `everything_of`'s (a pid) on its way out."""
+    """Deletes the namespaces of bench runs that no longer run, and
+    all of run `everything_of`'s (a pid) on its way out. Nothing without
+    iproute2 (a loopback-only run needs none)."""
+    if not shutil.which("ip"):
+        return
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     for line in listed.splitlines():
         m = re.match(r"(phsc-(\d+)-\S+)", line)

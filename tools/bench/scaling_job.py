@@ -132,6 +132,9 @@ class RateJobs:
         use = [(cpu1[r] - cpu0[r]) / (t1 - t0) for r in range(n)]
         throttled = [(per1[r][1] - per0[r][1]) / max(1, per1[r][0] - per0[r][0]) for r in range(n)]
         span = last["uptime_s"] - first["uptime_s"]
+        if span <= 0 or t1 - t0 < 0.5 * s["window"]:
+            raise JobFailed(f"the window was not seen as it passed (metrics {span:.1f} s, "
+                            f"counters {t1 - t0:.1f} s apart): lengthen --window")
         return {"rate": (last["env_steps"] - first["env_steps"]) / span,
                 "learner_steps": last["learner_steps"] - first["learner_steps"], "use": use,
                 "shares": {stage: (last[f"stage_time_learner_{stage}_s"] -
