@@ -188,10 +188,10 @@ TEST(ConfigDistributedTest, HostPortSplitsIPv6HostsOutOfTheirBrackets) {
 // directory, seed and servers; everything else must agree at the rendezvous.
 TEST(ConfigDistributedTest, TheKeysRanksMaySetDifferentlyAreTheTablesPerRankRows) {
   using config_schema::may_differ_per_rank;
-  for (const char* key :
-       {"distributed.rank", "distributed.world_size", "distributed.rendezvous",
-        "distributed.interface", "distributed.backend", "actor.count", "actor.nice", "learner.threads", "run.dir",
-        "run.seed", "server.address", "server.token_file", "remote.address", "remote.credits"}) {
+  for (const char* key : {"distributed.rank", "distributed.world_size", "distributed.rendezvous",
+                          "distributed.interface", "distributed.backend", "actor.count",
+                          "actor.nice", "learner.threads", "run.dir", "run.seed", "server.address",
+                          "server.token_file", "remote.address", "remote.credits"}) {
     EXPECT_TRUE(may_differ_per_rank(key)) << key;
   }
   for (const char* key : {"env.name", "learner.batch_size", "learner.learning_rate", "model.hidden",
