@@ -1,5 +1,5 @@
 # Reads the Atari protocol back from the env a preset runs
-# (envs/python_env_test.cpp): the vector env the worker makes
+# (envs/python_env_atari_test.cpp): the vector env the worker makes
 # (envs/python/pronghorn_worker.py's make_vector) from a preset's env.name,
 # env.options and env.max_episode_steps, asked what it runs.
 #

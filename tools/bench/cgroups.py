@@ -110,15 +110,6 @@ class Cgroups:
         s = stat_fields(os.path.join(self.rank_dirs(rank)[0], "cpu.stat"))
         return s["nr_periods"], s["nr_throttled"]
 
-    def pids(self, rank):
-        found = set()
-        for f in self.procs_files(rank):
-            try:
-                found |= {int(x) for x in read(f).split()}
-            except FileNotFoundError:
-                pass
-        return found
-
     def remove(self, folders):
         """Kills what is left in `folders` (our ranks' descendants, by pid),
         then removes them, innermost first."""

@@ -51,10 +51,7 @@ def main():
         # select's timeout is in microseconds; poll's and epoll's are whole
         # milliseconds, which would add up to 1 ms to a delay.
         timeout = max(0.0, queue[0][0] - now) if queue else 0.1
-        try:
-            ready, _, _ = select.select(ports, [], [], timeout)
-        except InterruptedError:
-            continue
+        ready, _, _ = select.select(ports, [], [], timeout)
         for s in ready:
             i = by_fd[s.fileno()]
             while True:

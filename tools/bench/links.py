@@ -49,6 +49,19 @@ def describe_rate(bits):
     return f"{bits / 1e9:.3g} Gb/s" if bits >= 1e9 else f"{bits / 1e6:.3g} Mb/s"
 
 
+def delete_namespace(ns):
+    """Kills what runs in `ns`, then deletes it (its veth ends, qdiscs and
+    bridge with it): a namespace with a process in it outlives `ip netns
+    del`, and so would its veth."""
+    for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                              text=True).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 class Links:
     """N rank namespaces on a switch, each link `rate` bits/s both ways and
     `delay_ms` one way (0: a kernel bridge, no forwarding process)."""
@@ -141,16 +154,7 @@ class Links:
                 self.forwarder.wait()
         self.forwarder = None
         for ns in reversed(self.made):
-            # A namespace with a process in it outlives `ip netns del`, and
-            # so would its veth: kill what is left first.
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
-                                  text=True).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            delete_namespace(ns)
         self.made.clear()
 
 
@@ -198,10 +202,4 @@ def sweep(everything_of=None):
     for line in listed.splitlines():
         m = re.match(r"(phsc-(\d+)-\S+)", line)
         if m and (int(m.group(2)) == everything_of or not os.path.exists(f"/proc/{m.group(2)}")):
-            for pid in subprocess.run(["ip", "netns", "pids", m.group(1)], capture_output=True,
-                                      text=True).stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            subprocess.run(["ip", "netns", "del", m.group(1)], capture_output=True)
+            delete_namespace(m.group(1))

@@ -5,6 +5,7 @@ all started at once with rank 0's rendezvous address chosen beforehand, as
 deploy/ starts them."""
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +24,34 @@ def last_line(path):
     except OSError:
         return "(no log)"
     return lines[-1] if lines else "(empty log)"
+
+
+def unmet(args, networked):
+    """Why the ranks cannot be run here (a line for the tool's usage), or
+    None: root for the cgroups, the binary, taskset for pinning, and for the
+    links (links.parse_link's, loopback left out) iproute2, and ethtool for
+    a delay."""
+    if networked and not all(shutil.which(x) for x in ("ip", "tc")):
+        return "links with a rate need ip and tc (iproute2)"
+    if any(link[2] for link in networked) and not shutil.which("ethtool"):
+        return ("links with a delay need ethtool (apt-get install ethtool): the forwarding "
+                "switch turns the links' offloads off")
+    if os.geteuid() != 0:
+        return "making cgroups needs root"
+    if not os.access(args.bin, os.X_OK):
+        return f"--bin: no pronghorn binary at {args.bin}; build it (make) or name it"
+    if args.pin == "auto" and not shutil.which("taskset"):
+        return "pinning ranks needs taskset (util-linux); install it or pass --pin never"
+    return None
+
+
+def median_time(runs):
+    """The median seconds of runs {"solved", "seconds"}, an unsolved run
+    counted as slower than any solved one: (seconds, whether the median run
+    itself solved)."""
+    ordered = sorted(runs, key=lambda r: (not r["solved"], r["seconds"]))
+    middle = ordered[len(ordered) // 2]
+    return middle["seconds"], middle["solved"]
 
 
 class Ranks:

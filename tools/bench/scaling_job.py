@@ -93,11 +93,15 @@ class RateJobs:
                 f"env.num_envs={s['num_envs']}", f"learner.batch_size={s['batch_size']}"] \
             + MODELS[model]["sets"] + a.set
 
+    @staticmethod
+    def job_name(model, n, link, round_no):
+        return f"{model}-n{n}-{link[0].replace('+', '-') if link else 'lo'}-r{round_no}"
+
     def run_job(self, model, n, link, round_no, scratch):
         """One job; its rate, learner steps, all-reduce share and each
         rank's CPU use. `link`: None (loopback) or links.parse_link's."""
         s, a, cg = self.settings(model), self.args, self.ranks.cg
-        name = f"{model}-n{n}-{link[0].replace('+', '-') if link else 'lo'}-r{round_no}"
+        name = self.job_name(model, n, link, round_no)
         job = os.path.join(scratch, name)
         links = None if link is None or n == 1 else Links(str(os.getpid()), n, link[1], link[2])
         start = time.monotonic()
