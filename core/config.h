@@ -67,6 +67,7 @@ struct LearnerConfig {
   enum class Optimizer { kAdam, kRmsprop };
   enum class LrSchedule { kLinear, kConstant };
   enum class Device { kAuto, kCpu, kCuda };
+  enum class Shuffle { kColumns, kSteps };
 
   int64_t batch_size = 2;       // B: unrolls per learner step
   int64_t ring_slots = 16;      // unroll slots in the shared-memory ring
@@ -91,6 +92,11 @@ struct LearnerConfig {
   // minibatch from the current model, against the actors' log-probs.
   int64_t epochs = 1;
   int64_t minibatches = 1;
+  // What each pass's permutation shuffles: env columns (whole trajectories,
+  // which V-trace and an LSTM need), or single steps, as Stable-Baselines3 and
+  // CleanRL's PPO draw their minibatches (PPO on GAE, feed-forward models:
+  // then minibatches must divide the batch's T·B·K steps).
+  Shuffle shuffle = Shuffle::kColumns;
 };
 
 struct LossConfig {
@@ -172,6 +178,7 @@ using ChoiceNames = std::array<std::string_view, N>;
 constexpr ChoiceNames<2> names_of(LearnerConfig::Optimizer) { return {"adam", "rmsprop"}; }
 constexpr ChoiceNames<2> names_of(LearnerConfig::LrSchedule) { return {"linear", "constant"}; }
 constexpr ChoiceNames<3> names_of(LearnerConfig::Device) { return {"auto", "cpu", "cuda"}; }
+constexpr ChoiceNames<2> names_of(LearnerConfig::Shuffle) { return {"columns", "steps"}; }
 constexpr ChoiceNames<2> names_of(LossConfig::Kind) { return {"impala", "ppo"}; }
 constexpr ChoiceNames<2> names_of(LossConfig::Advantages) { return {"vtrace", "gae"}; }
 constexpr ChoiceNames<2> names_of(LossConfig::Reduction) { return {"mean", "sum"}; }

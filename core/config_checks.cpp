@@ -149,12 +149,37 @@ void config_schema::check_combinations(const Config& c) {
         "write while the learner holds a batch",
         c.learner.batch_size, c.learner.ring_slots));
   }
-  if (const int64_t columns = c.learner.batch_size * c.env.num_envs;
+  const int64_t columns = c.learner.batch_size * c.env.num_envs;
+  if (c.learner.shuffle == LearnerConfig::Shuffle::kColumns &&
       columns % c.learner.minibatches != 0) {
     fail(fmt::format(
         "learner.minibatches = {}: expected a divisor of the batch's columns, learner.batch_size "
         "× env.num_envs = {} × {} = {}",
         c.learner.minibatches, c.learner.batch_size, c.env.num_envs, columns));
+  }
+  if (c.learner.shuffle == LearnerConfig::Shuffle::kSteps) {
+    // Single steps need advantages computed before the pass from whole
+    // trajectories (GAE once per batch) and a model without state to carry.
+    if (c.loss.kind != LossConfig::Kind::kPpo ||
+        c.loss.advantages != LossConfig::Advantages::kGae) {
+      fail(fmt::format(
+          "learner.shuffle = \"steps\": expected loss.kind = \"ppo\" and loss.advantages = "
+          "\"gae\" (are {} and {}); V-trace is recomputed per minibatch over whole trajectories",
+          quoted(to_string(c.loss.kind)), quoted(to_string(c.loss.advantages))));
+    }
+    if (c.model.core != ModelConfig::Core::kNone) {
+      fail(fmt::format(
+          "learner.shuffle = \"steps\": expected model.core = \"none\" (is {}); a recurrent "
+          "core runs over whole trajectories",
+          quoted(to_string(c.model.core))));
+    }
+    if (const int64_t steps = columns * c.actor.unroll_length; steps % c.learner.minibatches != 0) {
+      fail(
+          fmt::format("learner.minibatches = {}: expected a divisor of the batch's steps, "
+                      "learner.batch_size × env.num_envs × actor.unroll_length = {} × {} × {} = {}",
+                      c.learner.minibatches, c.learner.batch_size, c.env.num_envs,
+                      c.actor.unroll_length, steps));
+    }
   }
   if (c.loss.advantages == LossConfig::Advantages::kGae && c.loss.kind != LossConfig::Kind::kPpo) {
     fail(

@@ -45,7 +45,8 @@ std::vector<Field> fields(Config& c) {
     {"learner",     "device",                choice(&c.learner.device),           0,     0,                    choices(c.learner.device),      kSame,    "auto: CUDA when present, else CPU"},
     {"learner",     "threads",               &c.learner.threads,                  0,     256,                  {},                             kPerRank, "LibTorch and OpenBLAS threads; 0 = the cores this node's actors leave (at least 1)"},
     {"learner",     "epochs",                &c.learner.epochs,                   1,     1000,                 {},                             kSame,    "passes over each batch"},
-    {"learner",     "minibatches",           &c.learner.minibatches,              1,     1 << 20,              {},                             kSame,    "optimizer steps per pass, each on B·K / minibatches env columns"},
+    {"learner",     "minibatches",           &c.learner.minibatches,              1,     1 << 20,              {},                             kSame,    "optimizer steps per pass, each on 1 / minibatches of the batch's columns (or steps)"},
+    {"learner",     "shuffle",               choice(&c.learner.shuffle),          0,     0,                    choices(c.learner.shuffle),     kSame,    "what a pass's minibatches are drawn from: env columns (whole trajectories) or single steps (PPO on GAE, feed-forward models)"},
 
     {"loss",        "kind",                  choice(&c.loss.kind),                0,     0,                    choices(c.loss.kind),           kSame,    "impala: V-trace actor-critic; ppo: clipped objective"},
     {"loss",        "advantages",            choice(&c.loss.advantages),          0,     0,                    choices(c.loss.advantages),     kSame,    "advantages for ppo"},

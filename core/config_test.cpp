@@ -220,6 +220,31 @@ TEST(ConfigTest, MinibatchesThatDoNotDivideTheBatchAreRefusedNamingTheKeys) {
   EXPECT_FALSE(defaults.loss.normalize_advantages);
 }
 
+// learner.shuffle = "steps" splits the batch's T·B·K steps: PPO on GAE and a
+// feed-forward model only, and minibatches must divide the steps.
+TEST(ConfigTest, ShuffledStepsNeedGaeAFeedForwardModelAndMinibatchesThatDivideTheSteps) {
+  const std::vector<std::string> ppo = {"learner.shuffle=steps", "loss.kind=ppo",
+                                        "loss.advantages=gae"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), ppo.begin(), ppo.end());
+    return more;
+  };
+  // 2 unrolls × 32 envs × 16 steps = 1024 steps: 3 minibatches do not
+  // divide them; 256 (more than the 64 columns) do.
+  const Config c = parse_config("", "test.toml", with({"learner.minibatches=256"}));
+  EXPECT_EQ(c.learner.shuffle, LearnerConfig::Shuffle::kSteps);
+  EXPECT_EQ(load_config("", {}).learner.shuffle, LearnerConfig::Shuffle::kColumns);
+  expect_names(config_error_of("", with({"learner.minibatches=3"})),
+               {"learner.minibatches = 3", "actor.unroll_length", "= 1024"});
+  expect_names(config_error_of("", {"learner.shuffle=steps", "loss.kind=ppo"}),
+               {"learner.shuffle = \"steps\"", "loss.advantages", "\"vtrace\""});
+  expect_names(config_error_of("", {"learner.shuffle=steps"}),
+               {"learner.shuffle = \"steps\"", "loss.kind", "\"impala\""});
+  expect_names(config_error_of("", with({"model.core=lstm"})),
+               {"learner.shuffle = \"steps\"", "model.core", "\"lstm\""});
+  expect_names(config_error_of("", {"learner.shuffle=rows"}), {"learner.shuffle"});
+}
+
 TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
   expect_names(config_error_of("", {"learner.batch_size=32", "learner.ring_slots=16"}),
                {"learner.batch_size = 32", "learner.ring_slots = 16"});

@@ -41,6 +41,7 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
                c.loss.advantages == LossConfig::Advantages::kGae),
       epochs_(c.learner.epochs),
       minibatches_(c.learner.minibatches),
+      shuffle_steps_(c.learner.shuffle == LearnerConfig::Shuffle::kSteps),
       permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))) {
   if (c.loss.return_scaling) return_scaler_.emplace(c.loss.discount, c.env.num_envs);
   if (c.model.normalize_observations) {
@@ -134,16 +135,18 @@ void Trainer::start_batch(const Batch& batch) {
     batch_ = on_device(batch);
   }
   const int64_t N = batch_.rewards.size(1);
-  PRONGHORN_CHECK(N % minibatches_ == 0, "learner step: learner.minibatches = ", minibatches_,
-                  " does not divide the batch's ", N, " columns");
-  columns_.clear();
+  // What the permutation shuffles: N columns, or the T·N steps (t·N + n).
+  const int64_t items = shuffle_steps_ ? batch_.rewards.numel() : N;
+  PRONGHORN_CHECK(items % minibatches_ == 0, "learner step: learner.minibatches = ", minibatches_,
+                  " does not divide the batch's ", items, shuffle_steps_ ? " steps" : " columns");
+  minibatches_of_.clear();
   for (int64_t e = 0; e < epochs_; ++e) {
-    const at::Tensor order =
-        minibatches_ == 1 ? at::arange(N, at::kLong) : at::randperm(N, permutations_, at::kLong);
+    const at::Tensor order = minibatches_ == 1 ? at::arange(items, at::kLong)
+                                               : at::randperm(items, permutations_, at::kLong);
     const at::Tensor on = order.to(device_);
-    const int64_t size = N / minibatches_;
+    const int64_t size = items / minibatches_;
     for (int64_t m = 0; m < minibatches_; ++m) {
-      columns_.push_back(on.slice(0, m * size, (m + 1) * size));
+      minibatches_of_.push_back(on.slice(0, m * size, (m + 1) * size));
     }
   }
   batch_advantages_ = batch_targets_ = batch_values_ = at::Tensor();
@@ -166,18 +169,20 @@ void Trainer::start_batch(const Batch& batch) {
   start_s_ = seconds_since(start);
 }
 
-const at::Tensor& Trainer::step_columns(int64_t step) const {
-  PRONGHORN_ASSERT(step >= 0 && step < static_cast<int64_t>(columns_.size()),
+const at::Tensor& Trainer::minibatch(int64_t step) const {
+  PRONGHORN_ASSERT(step >= 0 && step < static_cast<int64_t>(minibatches_of_.size()),
                    "a step of the started batch");
-  return columns_[static_cast<size_t>(step)];
+  return minibatches_of_[static_cast<size_t>(step)];
 }
 
 StepStats Trainer::backward_step(int64_t step) {
   const auto start = Clock::now();
-  const at::Tensor& columns = step_columns(step);
+  const at::Tensor& columns = minibatch(step);
   StepStats s;
   if (minibatches_ == 1) {
     s = backward_on(batch_, batch_advantages_, batch_targets_, batch_values_);
+  } else if (shuffle_steps_) {
+    s = backward_on_steps(columns);
   } else {
     const auto pick = [&](const at::Tensor& t) {
       return t.defined() ? t.index_select(1, columns) : t;
@@ -254,16 +259,41 @@ StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor
                                       b.rewards, v.detach(), bootstrap, vp, truncation);
       advantages = r.pg_advantages, targets = r.vs;
     }
-    if (c_.loss.normalize_advantages) {
-      // The population std: a one-sample minibatch gets advantage 0, not NaN.
-      advantages = (advantages - advantages.mean()) / (advantages.std(/*unbiased=*/false) + 1e-8);
-    }
+  }
+  return loss_backward({head, log_std, v}, b.actions, b.behaviour_log_probs, advantages, targets,
+                       old_values);
+}
+
+// learner.shuffle = "steps": the steps `steps` (t·N + n) of the started
+// batch, each on its own: the forward takes their observations alone (a
+// feed-forward model), the advantages and targets are the batch's GAE.
+StepStats Trainer::backward_on_steps(const at::Tensor& steps) {
+  const int64_t T = batch_.rewards.size(0), M = steps.size(0);
+  // [T, N, ...] → the picked steps as one row of M columns, [1, M, ...].
+  const auto pick = [&](const at::Tensor& t) {
+    return t.defined() ? t.slice(0, 0, T).flatten(0, 1).index_select(0, steps).unsqueeze(0) : t;
+  };
+  const PolicyOutput out = policy_.forward(pick(batch_.obs), at::Tensor(), at::Tensor());
+  const at::Tensor log_std = continuous_ ? out.log_std.view({1, M, -1}) : at::Tensor();
+  return loss_backward({out.logits.view({1, M, -1}), log_std, out.value.view({1, M})},
+                       pick(batch_.actions), pick(batch_.behaviour_log_probs),
+                       pick(batch_advantages_), pick(batch_targets_), pick(batch_values_));
+}
+
+StepStats Trainer::loss_backward(const HeadOutputs& o, const at::Tensor& actions,
+                                 const at::Tensor& behaviour_log_probs, at::Tensor advantages,
+                                 const at::Tensor& targets, const at::Tensor& old_values) {
+  if (c_.loss.normalize_advantages) {
+    at::NoGradGuard no_grad;
+    // The population std: a one-sample minibatch gets advantage 0, not NaN.
+    advantages = (advantages - advantages.mean()) / (advantages.std(/*unbiased=*/false) + 1e-8);
   }
   kernels::LossResult loss =
-      continuous_ ? kernels::gaussian_loss(head, log_std, v, b.actions, b.behaviour_log_probs,
-                                           advantages, targets, loss_options_, old_values)
-                  : kernels::categorical_loss(head, v, b.actions, b.behaviour_log_probs, advantages,
-                                              targets, loss_options_, old_values);
+      continuous_
+          ? kernels::gaussian_loss(o.head, o.log_std, o.values, actions, behaviour_log_probs,
+                                   advantages, targets, loss_options_, old_values)
+          : kernels::categorical_loss(o.head, o.values, actions, behaviour_log_probs, advantages,
+                                      targets, loss_options_, old_values);
   StepStats s;
   const auto backward_start = Clock::now();
   policy_.zero_grad();

@@ -73,16 +73,17 @@ class Trainer {
   //
   // Takes the batch onto the device and plans its steps: epoch e's
   // minibatches are the consecutive slices of a fresh permutation of the
-  // N = B·K columns (drawn from run.seed's generator; with one minibatch the
-  // columns stay in order). PPO on GAE computes its advantages and returns
-  // here, once, from a no-grad forward of the whole batch; V-trace is
-  // recomputed in each backward_step() from the model as it is then.
+  // N = B·K columns, or with learner.shuffle = "steps" of the T·N steps
+  // (drawn from run.seed's generator; with one minibatch they stay in
+  // order). PPO on GAE computes its advantages and returns here, once, from
+  // a no-grad forward of the whole batch; V-trace is recomputed in each
+  // backward_step() from the model as it is then.
   void start_batch(const Batch& batch);
   int64_t epochs() const { return epochs_; }
   int64_t steps_per_batch() const { return epochs_ * minibatches_; }
-  // The columns, [N / minibatches] int64 on the device, that step `step` of
-  // the started batch trains on.
-  const at::Tensor& step_columns(int64_t step) const;
+  // What step `step` of the started batch trains on, int64 on the device:
+  // [N / minibatches] columns, or [T·N / minibatches] steps t·N + n.
+  const at::Tensor& minibatch(int64_t step) const;
   // Forward, loss and backward of one step of the started batch.
   StepStats backward_step(int64_t step);
 
@@ -108,6 +109,17 @@ class Trainer {
   // [T, N] (or undefined) are what loss.value_clip clips against.
   StepStats backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets,
                         const at::Tensor& old_values = {});
+  StepStats backward_on_steps(const at::Tensor& steps);  // of the started batch
+  // The network's outputs for the loss, [T, N] steps: logits or Gaussian
+  // means [T, N, A], the log-std [T, N, D] (Gaussian, else undefined), values.
+  struct HeadOutputs {
+    at::Tensor head, log_std, values;
+  };
+  // The loss of those outputs (advantages normalised first when
+  // loss.normalize_advantages) and its backward.
+  StepStats loss_backward(const HeadOutputs& o, const at::Tensor& actions,
+                          const at::Tensor& behaviour_log_probs, at::Tensor advantages,
+                          const at::Tensor& targets, const at::Tensor& old_values);
 
   Config c_;
   at::Device device_;
@@ -117,15 +129,16 @@ class Trainer {
   kernels::VtraceParams vtrace_params_;
   kernels::LossOptions loss_options_;
   const int64_t epochs_, minibatches_;
+  const bool shuffle_steps_;    // learner.shuffle = "steps"
   at::Generator permutations_;  // run.seed's, CPU
   std::optional<ReturnScaler> return_scaler_;
   std::optional<ObservationStats> observation_stats_;
   // The started batch: on the device, its GAE advantages and returns when
-  // computed once ([T, N], else undefined), and each step's columns.
+  // computed once ([T, N], else undefined), and each step's minibatch.
   Batch batch_;
   at::Tensor batch_advantages_, batch_targets_;
   at::Tensor batch_values_;  // [T, N] the values of that forward (loss.value_clip's V₀)
-  std::vector<at::Tensor> columns_;
+  std::vector<at::Tensor> minibatches_of_;
   double start_s_ = 0;  // start_batch's time, counted in the first step's forward_s
 };
 

@@ -4,7 +4,8 @@
 // by hand over the same columns (GAE once from the starting weights,
 // advantages normalised per minibatch, PPO's loss, clipping, Adam); and on a
 // second pass PPO's clip cuts the policy gradient of the samples it clips;
-// an LSTM's minibatch carries its columns' state and ended flags.
+// an LSTM's minibatch carries its columns' state and ended flags; shuffled
+// single steps (learner.shuffle = "steps") against the same reference.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -77,23 +78,37 @@ struct Reference {
   }
 
   // PPO's total loss on the columns `cols` of `b`, from given advantages.
-  at::Tensor loss(const Batch& b, const at::Tensor& cols, at::Tensor advantages,
+  at::Tensor loss(const Batch& b, const at::Tensor& cols, const at::Tensor& advantages,
                   const at::Tensor& returns) {
+    return loss_of(
+        b, [&](const at::Tensor& t) { return t.index_select(1, cols); }, advantages, returns);
+  }
+
+  // The same on the single steps `picked` (t·N + n) of `b`.
+  at::Tensor loss_on_steps(const Batch& b, const at::Tensor& picked, const at::Tensor& advantages,
+                           const at::Tensor& returns) {
+    return loss_of(
+        b, [&](const at::Tensor& t) { return t.flatten(0, 1).index_select(0, picked); }, advantages,
+        returns);
+  }
+
+  // PPO's total loss on the samples `take` picks out of [T, N, ...] tensors.
+  template <typename Take>
+  at::Tensor loss_of(const Batch& b, Take take, const at::Tensor& all_advantages,
+                     const at::Tensor& returns) {
     const int64_t T = b.rewards.size(0);
-    const auto [logits, values] = forward(b.obs.index_select(1, cols));
-    const at::Tensor head = logits.slice(0, 0, T);
+    const auto [logits, values] = forward(b.obs);
+    const at::Tensor head = take(logits.slice(0, 0, T));
     const at::Tensor ratio =
-        torch::exp(log_pi(head, b.actions.index_select(1, cols)) -
-                   b.behaviour_log_probs.index_select(1, cols).to(at::kDouble));
-    advantages = advantages.index_select(1, cols);
+        torch::exp(log_pi(head, take(b.actions)) - take(b.behaviour_log_probs).to(at::kDouble));
+    at::Tensor advantages = take(all_advantages);
     if (c.loss.normalize_advantages) {
       advantages = (advantages - advantages.mean()) / (advantages.std(false) + 1e-8);
     }
     const double eps = c.loss.ppo_clip;
     const at::Tensor policy =
         -torch::min(ratio * advantages, torch::clamp(ratio, 1 - eps, 1 + eps) * advantages).mean();
-    const at::Tensor value =
-        0.5 * (returns.index_select(1, cols) - values.slice(0, 0, T)).pow(2).mean();
+    const at::Tensor value = 0.5 * (take(returns) - take(values.slice(0, 0, T))).pow(2).mean();
     const at::Tensor entropy =
         -(torch::softmax(head, -1) * torch::log_softmax(head, -1)).sum(-1).mean();
     return policy + c.loss.baseline_cost * value - c.loss.entropy_cost * entropy;
@@ -182,7 +197,7 @@ TEST_P(TrainerMinibatchTest, TwoEpochsOfTwoMinibatchesAreFourStepsOverPermutedCo
   // passes draw different ones.
   std::vector<at::Tensor> passes;
   for (int64_t e = 0; e < 2; ++e) {
-    const at::Tensor pass = torch::cat({t.step_columns(2 * e), t.step_columns(2 * e + 1)});
+    const at::Tensor pass = torch::cat({t.minibatch(2 * e), t.minibatch(2 * e + 1)});
     EXPECT_TRUE(torch::equal(std::get<0>(pass.sort()), torch::arange(N))) << pass;
     passes.push_back(pass);
   }
@@ -192,7 +207,7 @@ TEST_P(TrainerMinibatchTest, TwoEpochsOfTwoMinibatchesAreFourStepsOverPermutedCo
   const std::vector<double> start = reference.weights();
   const auto [advantages, returns] = reference.gae(b);  // once, from the starting weights
   for (int64_t i = 0; i < 4; ++i) {
-    reference.loss(b, t.step_columns(i), advantages, returns).backward();
+    reference.loss(b, t.minibatch(i), advantages, returns).backward();
     reference.step();
   }
   const std::vector<double> want = reference.weights();
@@ -207,6 +222,46 @@ TEST_P(TrainerMinibatchTest, TwoEpochsOfTwoMinibatchesAreFourStepsOverPermutedCo
 // log-probs, so π/μ leaves [1 − ε, 1 + ε] for some samples; their policy
 // gradient is exactly zero, and the trainer's gradient is the float64 one
 // of the unclipped samples only.
+// learner.shuffle = "steps" (standard PPO's minibatches): each pass permutes
+// the T·N steps, each minibatch takes steps from any column and time, and
+// two passes of three minibatches are the six steps the reference takes by
+// hand on those steps.
+TEST_P(TrainerMinibatchTest, ShuffledStepsAreMinibatchesOfSingleSteps) {
+  const Config c =
+      ppo_config({"learner.epochs=2", "learner.minibatches=3", "learner.shuffle=steps",
+                  "loss.normalize_advantages=true", "env.num_envs=3", "learner.batch_size=2",
+                  "actor.unroll_length=5", std::string("model.fast_path=") + GetParam()});
+  const int64_t N = 6, T = kT;
+  const Batch b = random_batch(N, 16);
+  torch::manual_seed(9);
+  Trainer t(c, cartpole());
+  Reference reference(c, 9);
+  const StepStats s = t.learn(b, 0.0);
+  EXPECT_EQ(s.optimizer_steps, 6);
+
+  for (int64_t e = 0; e < 2; ++e) {
+    const at::Tensor pass =
+        torch::cat({t.minibatch(3 * e), t.minibatch(3 * e + 1), t.minibatch(3 * e + 2)});
+    EXPECT_TRUE(torch::equal(std::get<0>(pass.sort()), torch::arange(T * N))) << pass;
+  }
+  // A minibatch of single steps mixes columns and times.
+  const at::Tensor first = t.minibatch(0);
+  EXPECT_GT(std::get<0>(at::_unique(first.remainder(N))).numel(), 1) << first;
+  EXPECT_GT(std::get<0>(at::_unique(first.div(N, "floor"))).numel(), 1) << first;
+
+  const std::vector<double> start = reference.weights();
+  const auto [advantages, returns] = reference.gae(b);
+  for (int64_t i = 0; i < 6; ++i) {
+    reference.loss_on_steps(b, t.minibatch(i), advantages, returns).backward();
+    reference.step();
+  }
+  const std::vector<double> want = reference.weights();
+  double moved = 0;
+  for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::abs(want[i] - start[i]));
+  EXPECT_GT(moved, 1e-3) << "the reference hardly moved: the comparison would say little";
+  EXPECT_LT(worst_difference(weights(t), want), 2e-6) << "the weights moved by up to " << moved;
+}
+
 TEST_P(TrainerMinibatchTest, TheSecondPassClipsAndClippedSamplesHaveNoPolicyGradient) {
   const Config c =
       ppo_config({"learner.epochs=2", "learner.learning_rate=0.05", "loss.baseline_cost=0",
@@ -221,7 +276,7 @@ TEST_P(TrainerMinibatchTest, TheSecondPassClipsAndClippedSamplesHaveNoPolicyGrad
   StepStats first = t.backward_step(0);
   t.apply(first, 0.0);
   const auto [advantages, returns] = reference.gae(b);
-  reference.loss(b, t.step_columns(0), advantages, returns).backward();
+  reference.loss(b, t.minibatch(0), advantages, returns).backward();
   reference.step();
 
   // Which samples the second pass clips, by the reference's weights.
@@ -293,7 +348,7 @@ TEST(TrainerPlanTest, ARecurrentMinibatchCarriesItsColumnsStateAndEnds) {
   Trainer single(load_config("", lstm), cartpole());
   t.start_batch(b);
   for (int64_t step = 0; step < 2; ++step) {
-    const at::Tensor cols = t.step_columns(step);
+    const at::Tensor cols = t.minibatch(step);
     ASSERT_EQ(cols.numel(), N / 2);
     Batch part;
     part.obs = b.obs.index_select(1, cols);
