@@ -156,8 +156,7 @@ void standard_normals(std::mt19937_64& rng, float* out, int64_t n) {
 }  // namespace
 
 bool FastMlp::supports(const ModelSpec& model, const EnvSpec& env) {
-  return !model.pixels && model.core_hidden == 0 && !model.separate_value &&
-         env.obs_dtype == Dtype::kFloat32;
+  return !model.pixels && model.core_hidden == 0 && env.obs_dtype == Dtype::kFloat32;
 }
 
 std::unique_ptr<FastMlp> FastMlp::make_for(PolicyNetImpl& model, const EnvSpec& env,
@@ -183,14 +182,20 @@ FastMlp::FastMlp(const ModelSpec& spec, uint64_t seed) : spec_(spec), rng_(seed)
   head_width_ = actions_ + 1;
   // PolicyNetImpl::parameters()' order: the module's own parameter first
   // (log_std, Gaussian only), then its children in registration order: torso
-  // Linear layers (weight, bias), the policy head, the value head.
+  // Linear layers (weight, bias), the value torso's (model.separate_value),
+  // the policy head, the value head.
   const int64_t log_std_at = 0;
   int64_t offset = spec.continuous ? actions_ : 0, width = inputs_;
-  for (int64_t units : spec.hidden) {
-    torso_.push_back({width, units, offset, offset + units * width});
-    offset += units * width + units;
-    width = units;
-  }
+  const auto add_layers = [&](std::vector<Layer>& into) {
+    width = inputs_;
+    for (int64_t units : spec.hidden) {
+      into.push_back({width, units, offset, offset + units * width});
+      offset += units * width + units;
+      width = units;
+    }
+  };
+  add_layers(torso_);
+  if (spec.separate_value) add_layers(value_torso_);
   width_ = width;
   policy_at_ = offset;
   value_at_ = policy_at_ + actions_ * width + actions_;
@@ -223,7 +228,7 @@ void FastMlp::load(PolicyNetImpl& model) {
 void FastMlp::reserve_rows(int64_t rows) {
   if (rows <= capacity_) return;  // the steady state: no allocation
   int64_t widest = 1;             // a model without hidden layers uses no hidden buffer
-  for (const Layer& layer : torso_) widest = std::max(widest, layer.out);
+  for (const Layer& layer : torso_) widest = std::max(widest, layer.out);  // value_torso_'s alike
   for (auto& buffer : hidden_) buffer.resize(rows * widest);
   head_.resize(rows * head_width_);
   noise_.resize(rows * std::max<int64_t>(1, actions_));
@@ -236,9 +241,27 @@ void FastMlp::forward(const float* obs, int64_t rows) {
   reserve_rows(rows);
   rows_ = rows;
   if (rows == 0) return;
+  const float* x = hidden_rows(torso_, obs, rows);
+  if (value_torso_.empty()) {  // both heads on the one torso: one product
+    fast_mlp::gemm(false, true, rows, head_width_, width_, x, width_, head_weight_.data(), width_,
+                   0.0f, head_.data(), head_width_);
+  } else {  // the policy rows on the torso, the value row on the value torso
+    fast_mlp::gemm(false, true, rows, actions_, width_, x, width_, head_weight_.data(), width_,
+                   0.0f, head_.data(), head_width_);
+    x = hidden_rows(value_torso_, obs, rows);
+    fast_mlp::gemm(false, true, rows, 1, width_, x, width_, head_weight_.data() + actions_ * width_,
+                   width_, 0.0f, head_.data() + actions_, head_width_);
+  }
+  fast_mlp::add_bias(head_.data(), head_bias_.data(), rows, head_width_);
+}
+
+// The last hidden layer's activations [rows, H] of `layers` on `obs`, in
+// hidden_ (the other buffer's contents are overwritten).
+const float* FastMlp::hidden_rows(const std::vector<Layer>& layers, const float* obs,
+                                  int64_t rows) {
   const float* x = obs;
-  for (size_t l = 0; l < torso_.size(); ++l) {
-    const Layer& layer = torso_[l];
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const Layer& layer = layers[l];
     float* h = hidden_[l % 2].data();
     // h [rows, out] = x [rows, in] · Wᵀ, W [out, in] row-major.
     fast_mlp::gemm(false, true, rows, layer.out, layer.in, x, layer.in,
@@ -247,9 +270,7 @@ void FastMlp::forward(const float* obs, int64_t rows) {
                     spec_.activation == ModelConfig::Activation::kRelu);
     x = h;
   }
-  fast_mlp::gemm(false, true, rows, head_width_, width_, x, width_, head_weight_.data(), width_,
-                 0.0f, head_.data(), head_width_);
-  fast_mlp::add_bias(head_.data(), head_bias_.data(), rows, head_width_);
+  return x;
 }
 
 void FastMlp::sample(const EnvSpec& env, bool greedy, const ActionsOut& into) {

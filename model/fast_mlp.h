@@ -36,8 +36,8 @@ namespace pronghorn {
 class FastMlp {
  public:
   // Whether the fused path runs this model for this env: an MLP torso on
-  // float32 vector observations (not pixels), both heads on it (not
-  // model.separate_value, which LibTorch runs).
+  // float32 vector observations (not pixels), both heads on it or
+  // (model.separate_value) the value head on a torso of its own.
   static bool supports(const ModelSpec& model, const EnvSpec& env);
 
   // The fused path for `model` when `mode` (model.fast_path) is auto and the
@@ -85,10 +85,12 @@ class FastMlp {
     int64_t weight = 0, bias = 0;  // offsets in params_: [out, in] row-major, [out]
   };
   void reserve_rows(int64_t rows);
+  const float* hidden_rows(const std::vector<Layer>& layers, const float* obs, int64_t rows);
 
   ModelSpec spec_;
   int64_t inputs_ = 0, actions_ = 0, head_width_ = 0;  // head: A logits (or means) + the value
   std::vector<Layer> torso_;                           // the hidden layers
+  std::vector<Layer> value_torso_;                     // model.separate_value: the value's own
   int64_t width_ = 0;                                  // of the last hidden layer (H)
   int64_t policy_at_ = 0, value_at_ = 0;               // the heads' offsets in params_
   std::vector<float> params_;                          // PolicyNet's flat layout

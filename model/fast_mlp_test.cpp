@@ -22,16 +22,17 @@ constexpr auto kAuto = ModelConfig::FastPath::kAuto;
 struct Case {
   bool continuous;
   Activation activation;
+  bool separate_value = false;  // the value head on a torso of its own
   std::string name() const {
     return std::string(continuous ? "gaussian" : "categorical") +
-           (activation == Activation::kRelu ? "_relu" : "_tanh");
+           (activation == Activation::kRelu ? "_relu" : "_tanh") +
+           (separate_value ? "_separate_value" : "");
   }
 };
 
-const Case kCases[] = {{false, Activation::kTanh},
-                       {false, Activation::kRelu},
-                       {true, Activation::kTanh},
-                       {true, Activation::kRelu}};
+const Case kCases[] = {{false, Activation::kTanh},       {false, Activation::kRelu},
+                       {true, Activation::kTanh},        {true, Activation::kRelu},
+                       {false, Activation::kTanh, true}, {true, Activation::kRelu, true}};
 
 EnvSpec env_for(const Case& c) {
   EnvSpec env;
@@ -53,6 +54,7 @@ PolicyNet random_net(const Case& c, const EnvSpec& env, uint64_t seed) {
   ModelConfig config;
   config.hidden = {32, 16};
   config.activation = c.activation;
+  config.separate_value = c.separate_value;
   torch::manual_seed(static_cast<int64_t>(seed));
   PolicyNet net(model_spec_for(env, config));
   torch::NoGradGuard no_grad;

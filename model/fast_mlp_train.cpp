@@ -19,8 +19,10 @@ using torch::autograd::variable_list;
 using fast_mlp::gemm;
 
 // The network as raw pointers: hidden layer l maps width[l] → width[l + 1]
-// with weight[l] [width[l + 1], width[l]] and bias[l]; then the two heads on
-// the last hidden width H: policy [A, H] + [A], value [1, H] + [1].
+// with weight[l] [width[l + 1], width[l]] and bias[l]; then the heads on the
+// last hidden width H: policy [A, H] + [A] and value [1, H] + [1], or one
+// head alone (model.separate_value: each torso with its own), in the policy
+// head's place (A = 1 for the value's), value_weight null.
 struct Net {
   std::vector<int64_t> width;
   std::vector<float*> weight, bias;  // the hidden layers'
@@ -31,12 +33,12 @@ struct Net {
   int64_t hidden() const { return static_cast<int64_t>(weight.size()); }
 };
 
-// params: PolicyNet's MLP parameters (mlp_parameters() below), or their
-// gradients in the same order.
-Net net_of(const std::vector<at::Tensor>& params, bool relu) {
+// params: an MLP's hidden layers' weights and biases, then its `heads` (1 or
+// 2) heads' (mlp_parameters() below), or their gradients in the same order.
+Net net_of(const std::vector<at::Tensor>& params, bool relu, int64_t heads) {
   Net net;
   net.relu = relu;
-  const int64_t hidden = static_cast<int64_t>(params.size()) / 2 - 2;
+  const int64_t hidden = static_cast<int64_t>(params.size()) / 2 - heads;
   net.width.push_back(params[0].size(1));
   for (int64_t l = 0; l < hidden; ++l) {
     net.weight.push_back(params[2 * l].data_ptr<float>());
@@ -47,13 +49,15 @@ Net net_of(const std::vector<at::Tensor>& params, bool relu) {
   net.actions = params[p].size(0);
   net.policy_weight = params[p].data_ptr<float>();
   net.policy_bias = params[p + 1].data_ptr<float>();
-  net.value_weight = params[p + 2].data_ptr<float>();
-  net.value_bias = params[p + 3].data_ptr<float>();
+  if (heads == 2) {
+    net.value_weight = params[p + 2].data_ptr<float>();
+    net.value_bias = params[p + 3].data_ptr<float>();
+  }
   return net;
 }
 
 // The hidden activations of n rows, act[l] [n, width[l + 1]], then the
-// heads: logits [n, A] and value [n]. One matrix product per layer over all
+// heads: logits [n, A] and value [n] (none with one head). One matrix product per layer over all
 // rows (model/fast_gemm.h; the BLAS blocks it for the cache), then one
 // element-wise pass; the value head, one row of weights, is an sgemv.
 void forward_rows(const Net& net, const float* x, int64_t n, const std::vector<float*>& act,
@@ -67,6 +71,7 @@ void forward_rows(const Net& net, const float* x, int64_t n, const std::vector<f
   const int64_t H = net.width.back(), A = net.actions;
   gemm(false, true, n, A, H, x, H, net.policy_weight, H, 0.0f, logits, A);
   fast_mlp::add_bias(logits, net.policy_bias, n, A);
+  if (net.value_weight == nullptr) return;
   cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(H), 1.0f, x,
               static_cast<int>(H), net.value_weight, 1, 0.0f, value, 1);
   fast_mlp::add_bias(value, net.value_bias, n, 1);
@@ -74,10 +79,10 @@ void forward_rows(const Net& net, const float* x, int64_t n, const std::vector<f
 
 // Rows at the end whose output gradients are all zero add nothing to any
 // gradient: the learner's bootstrap row T, whose value is detached. The
-// number of rows before them.
+// number of rows before them. g_value: null with one head.
 int64_t rows_with_gradient(const float* g_logits, const float* g_value, int64_t n, int64_t A) {
   for (; n > 0; --n) {
-    bool zero = g_value[n - 1] == 0.0f;
+    bool zero = g_value == nullptr || g_value[n - 1] == 0.0f;
     for (int64_t a = 0; a < A && zero; ++a) zero = g_logits[(n - 1) * A + a] == 0.0f;
     if (!zero) break;
   }
@@ -95,15 +100,17 @@ at::Tensor grad_of(const at::Tensor& p) {
 class FusedMlp : public torch::autograd::Function<FusedMlp> {
  public:
   // params: the torso's weights and biases, then the policy head's and the
-  // value head's (PolicyNet's order, log_std left out). Returns the logits
-  // [N, A] and the value [N].
+  // value head's (PolicyNet's order, log_std left out), or with heads = 1 a
+  // torso and one head. Returns the logits [N, A] and the value [N], or the
+  // one head's [N, A].
   static variable_list forward(AutogradContext* ctx, const at::Tensor& obs, bool relu,
-                               at::TensorList params) {
+                               int64_t heads, at::TensorList params) {
     ctx->saved_data["relu"] = relu;
-    const Net net = net_of(params.vec(), relu);
+    ctx->saved_data["heads"] = heads;
+    const Net net = net_of(params.vec(), relu, heads);
     const int64_t N = obs.size(0);
     at::Tensor logits = at::empty({N, net.actions}, obs.options());
-    at::Tensor value = at::empty({N}, obs.options());
+    at::Tensor value = heads == 2 ? at::empty({N}, obs.options()) : at::Tensor();
     // The hidden activations, kept for the backward pass (as LibTorch's
     // autograd keeps them): [N, width] per hidden layer.
     std::vector<at::Tensor> saved = {obs};
@@ -114,8 +121,9 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
       act.push_back(saved.back().data_ptr<float>());
     }
     forward_rows(net, obs.data_ptr<float>(), N, act, logits.data_ptr<float>(),
-                 value.data_ptr<float>());
+                 heads == 2 ? value.data_ptr<float>() : nullptr);
     ctx->save_for_backward(saved);
+    if (heads == 1) return {logits};
     return {logits, value};
   }
 
@@ -125,17 +133,20 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& obs = saved[0];
-    const int64_t hidden = static_cast<int64_t>(saved.size() - 5) / 3;  // 2 params + 1 saved each
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    // obs, 2 parameters a head, 2 parameters and 1 activation a hidden layer.
+    const int64_t hidden = static_cast<int64_t>(saved.size() - 1 - 2 * heads) / 3;
     const std::vector<at::Tensor> params(saved.begin() + 1, saved.end() - hidden);
     std::vector<at::Tensor> grad_tensors;
     for (const at::Tensor& p : params) grad_tensors.push_back(grad_of(p));
     const bool relu = ctx->saved_data["relu"].toBool();
-    const Net net = net_of(params, relu), d = net_of(grad_tensors, relu);
+    const Net net = net_of(params, relu, heads), d = net_of(grad_tensors, relu, heads);
     const int64_t N = obs.size(0), A = net.actions, H = net.width.back();
     // An output no loss reached comes as zeros (LibTorch materialises them).
-    const at::Tensor g_logits = grads[0].contiguous(), g_value = grads[1].contiguous();
+    const at::Tensor g_logits = grads[0].contiguous();
+    const at::Tensor g_value = heads == 2 ? grads[1].contiguous() : at::Tensor();
     const float* gl = g_logits.data_ptr<float>();
-    const float* gv = g_value.data_ptr<float>();
+    const float* gv = heads == 2 ? g_value.data_ptr<float>() : nullptr;
     const int64_t n = rows_with_gradient(gl, gv, N, A);
     if (n == 0) return no_gradients(params.size());
     const float* top =
@@ -143,9 +154,11 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
     // The heads: ∂W = gᵀ·h, ∂b = Σ g.
     gemm(true, false, A, H, n, gl, A, top, H, 1.0f, d.policy_weight, H);
     fast_mlp::add_column_sums(gl, n, A, d.policy_bias);
-    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(n), static_cast<int>(H), 1.0f, top,
-                static_cast<int>(H), gv, 1, 1.0f, d.value_weight, 1);
-    fast_mlp::add_column_sums(gv, n, 1, d.value_bias);
+    if (gv != nullptr) {
+      cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(n), static_cast<int>(H), 1.0f, top,
+                  static_cast<int>(H), gv, 1, 1.0f, d.value_weight, 1);
+      fast_mlp::add_column_sums(gv, n, 1, d.value_bias);
+    }
     if (hidden == 0) return no_gradients(params.size());
     // ∂h [n, H] = g_logits · W_policy + g_value ⊗ w_value, then layer by
     // layer down: ∂pre = ∂h ⊙ activation', ∂W = ∂preᵀ·input, ∂b = Σ ∂pre,
@@ -154,8 +167,10 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
     for (int64_t w : net.width) widest = std::max(widest, w);
     std::unique_ptr<float[]> g(new float[n * widest]), g_in(new float[n * widest]);
     gemm(false, false, n, H, A, gl, A, net.policy_weight, H, 0.0f, g.get(), H);
-    cblas_sger(CblasRowMajor, static_cast<int>(n), static_cast<int>(H), 1.0f, gv, 1,
-               net.value_weight, 1, g.get(), static_cast<int>(H));
+    if (gv != nullptr) {
+      cblas_sger(CblasRowMajor, static_cast<int>(n), static_cast<int>(H), 1.0f, gv, 1,
+                 net.value_weight, 1, g.get(), static_cast<int>(H));
+    }
     for (int64_t l = hidden - 1; l >= 0; --l) {
       const int64_t in = net.width[l], width = net.width[l + 1];
       const float* output = saved[saved.size() - hidden + l].data_ptr<float>();
@@ -172,17 +187,20 @@ class FusedMlp : public torch::autograd::Function<FusedMlp> {
   }
 
  private:
-  // None for obs and relu, none for the parameters (already in their .grad).
-  static variable_list no_gradients(size_t params) { return variable_list(2 + params); }
+  // None for obs, relu and heads, none for the parameters (already in their
+  // .grad).
+  static variable_list no_gradients(size_t params) { return variable_list(3 + params); }
 };
 
-// The MLP's parameters in PolicyNet's order without log_std, or nothing if
-// the model has others (a CNN torso, a recurrent core).
+// The MLP's parameters in PolicyNet's order without log_std: the torso's,
+// (model.separate_value) the value torso's, the policy head's, the value
+// head's; or nothing if the model has others (a CNN torso, a recurrent core).
 std::vector<at::Tensor> mlp_parameters(PolicyNetImpl& model) {
   const ModelSpec& spec = model.spec();
   std::vector<at::Tensor> params = model.parameters();
   if (spec.continuous) params.erase(params.begin());  // log_std: the module's own, first
-  const size_t expected = 2 * spec.hidden.size() + 4;
+  const size_t torsos = spec.separate_value ? 2 : 1;
+  const size_t expected = torsos * 2 * spec.hidden.size() + 4;
   return params.size() == expected ? params : std::vector<at::Tensor>{};
 }
 
@@ -191,8 +209,7 @@ std::vector<at::Tensor> mlp_parameters(PolicyNetImpl& model) {
 bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
                             ModelConfig::FastPath mode) {
   if (mode != ModelConfig::FastPath::kAuto || model.spec().pixels ||
-      model.spec().core_hidden != 0 || model.spec().separate_value || !obs.device().is_cpu() ||
-      obs.scalar_type() != at::kFloat) {
+      model.spec().core_hidden != 0 || !obs.device().is_cpu() || obs.scalar_type() != at::kFloat) {
     return false;
   }
   const std::vector<at::Tensor> params = mlp_parameters(model);
@@ -210,11 +227,23 @@ bool fused_training_applies(PolicyNetImpl& model, const at::Tensor& obs,
 PolicyOutput fused_forward(PolicyNetImpl& model, const at::Tensor& obs) {
   const std::vector<at::Tensor> params = mlp_parameters(model);
   const at::Tensor x = obs.reshape({obs.size(0), -1}).contiguous();
-  const variable_list out = FusedMlp::apply(
-      x, model.spec().activation == ModelConfig::Activation::kRelu, at::TensorList(params));
+  const bool relu = model.spec().activation == ModelConfig::Activation::kRelu;
   PolicyOutput result;
-  result.logits = out[0];
-  result.value = out[1];
+  if (!model.spec().separate_value) {
+    const variable_list out = FusedMlp::apply(x, relu, int64_t{2}, at::TensorList(params));
+    result.logits = out[0];
+    result.value = out[1];
+  } else {
+    // Two MLPs on the same input, each with one head: the policy's torso and
+    // head, the value torso and the value head.
+    const size_t torso = 2 * model.spec().hidden.size();
+    std::vector<at::Tensor> policy(params.begin(), params.begin() + torso);
+    std::vector<at::Tensor> value(params.begin() + torso, params.begin() + 2 * torso);
+    policy.insert(policy.end(), params.end() - 4, params.end() - 2);
+    value.insert(value.end(), params.end() - 2, params.end());
+    result.logits = FusedMlp::apply(x, relu, int64_t{1}, at::TensorList(policy))[0];
+    result.value = FusedMlp::apply(x, relu, int64_t{1}, at::TensorList(value))[0].squeeze(-1);
+  }
   if (model.spec().continuous) {
     result.log_std = model.parameters()[0].expand_as(result.logits);  // log_std: first
   }

@@ -1,5 +1,7 @@
 // The learner's forward pass through the fused MLP path (model.fast_path =
-// "auto"): PolicyNet's MLP torso and heads as one autograd function, each
+// "auto"): PolicyNet's MLP torso and heads as one autograd function (with
+// model.separate_value, one for the policy's torso and head and one for the
+// value torso and head), each
 // layer one matrix product over all rows (model/fast_gemm.h) plus one
 // vectorised element-wise pass (model/fast_mlp_loops.h), instead of several
 // LibTorch ops and their autograd nodes per layer.

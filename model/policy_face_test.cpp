@@ -56,9 +56,9 @@ TEST(PolicyFaceTest, TheFusedPathRunsMlpsOnFloatVectorsWithModeAutoOnly) {
   PolicyNet lstm = random_net(env, lstm_config(), 1);
   EXPECT_FALSE(InferencePolicy(lstm, env, 4, kAuto, 1).fused());
   ModelConfig separate;
-  separate.separate_value = true;  // LibTorch runs a value torso of its own
+  separate.separate_value = true;  // a value torso of its own: fused too
   PolicyNet two_torsos = random_net(env, separate, 1);
-  EXPECT_FALSE(InferencePolicy(two_torsos, env, 4, kAuto, 1).fused());
+  EXPECT_TRUE(InferencePolicy(two_torsos, env, 4, kAuto, 1).fused());
   EXPECT_THROW(model_spec_for(env,
                               [] {
                                 ModelConfig c = lstm_config();
@@ -76,38 +76,42 @@ TEST(PolicyFaceTest, TheFusedPathRunsMlpsOnFloatVectorsWithModeAutoOnly) {
 
 TEST(PolicyFaceTest, BothInferencePathsActAndValueAlike) {
   for (bool continuous : {false, true}) {
-    const EnvSpec env = vector_env(continuous);
-    const int64_t K = 33, D = env.action_size;
-    PolicyNet net = random_net(env, {}, 2);
-    InferencePolicy fused(net, env, K, kAuto, 7), stock(net, env, K, kOff, 7);
-    ASSERT_TRUE(fused.fused());
-    const at::Tensor obs = at::randn({K, 4});
-    std::vector<int32_t> a_fused(K), a_stock(K);
-    std::vector<float> lp_fused(K), lp_stock(K), c_fused(K * D), c_stock(K * D);
-    std::vector<float> clipped(K * D);
-    auto into = [&](std::vector<int32_t>& a, std::vector<float>& lp, std::vector<float>& c) {
-      ActionsOut out{.log_probs = lp.data()};
-      if (continuous) {
-        out.continuous = c.data(), out.clipped = clipped.data();
-      } else {
-        out.discrete = a.data();
+    for (bool separate : {false, true}) {  // model.separate_value
+      const EnvSpec env = vector_env(continuous);
+      const int64_t K = 33, D = env.action_size;
+      ModelConfig config;
+      config.separate_value = separate;
+      PolicyNet net = random_net(env, config, 2);
+      InferencePolicy fused(net, env, K, kAuto, 7), stock(net, env, K, kOff, 7);
+      ASSERT_TRUE(fused.fused());
+      const at::Tensor obs = at::randn({K, 4});
+      std::vector<int32_t> a_fused(K), a_stock(K);
+      std::vector<float> lp_fused(K), lp_stock(K), c_fused(K * D), c_stock(K * D);
+      std::vector<float> clipped(K * D);
+      auto into = [&](std::vector<int32_t>& a, std::vector<float>& lp, std::vector<float>& c) {
+        ActionsOut out{.log_probs = lp.data()};
+        if (continuous) {
+          out.continuous = c.data(), out.clipped = clipped.data();
+        } else {
+          out.discrete = a.data();
+        }
+        return out;
+      };
+      fused.act(obs.data_ptr<float>(), /*greedy=*/true, into(a_fused, lp_fused, c_fused));
+      stock.act(obs.data_ptr<float>(), /*greedy=*/true, into(a_stock, lp_stock, c_stock));
+      std::vector<float> v_fused(K), v_stock(K);
+      fused.values(obs.data_ptr<float>(), v_fused.data());
+      stock.values(obs.data_ptr<float>(), v_stock.data());
+      for (int64_t k = 0; k < K; ++k) {
+        if (!continuous) {
+          EXPECT_EQ(a_fused[k], a_stock[k]) << k;
+        }
+        EXPECT_NEAR(lp_fused[k], lp_stock[k], 1e-4) << k;
+        EXPECT_NEAR(v_fused[k], v_stock[k], 1e-4) << k;
       }
-      return out;
-    };
-    fused.act(obs.data_ptr<float>(), /*greedy=*/true, into(a_fused, lp_fused, c_fused));
-    stock.act(obs.data_ptr<float>(), /*greedy=*/true, into(a_stock, lp_stock, c_stock));
-    std::vector<float> v_fused(K), v_stock(K);
-    fused.values(obs.data_ptr<float>(), v_fused.data());
-    stock.values(obs.data_ptr<float>(), v_stock.data());
-    for (int64_t k = 0; k < K; ++k) {
-      if (!continuous) {
-        EXPECT_EQ(a_fused[k], a_stock[k]) << k;
+      for (int64_t i = 0; i < K * D && continuous; ++i) {
+        EXPECT_NEAR(c_fused[i], c_stock[i], 1e-4);
       }
-      EXPECT_NEAR(lp_fused[k], lp_stock[k], 1e-4) << k;
-      EXPECT_NEAR(v_fused[k], v_stock[k], 1e-4) << k;
-    }
-    for (int64_t i = 0; i < K * D && continuous; ++i) {
-      EXPECT_NEAR(c_fused[i], c_stock[i], 1e-4);
     }
   }
 }
