@@ -161,6 +161,8 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--hidden", args->model.hidden, "MLP hidden widths")->capture_default_str();
+  command->add_flag("--separate-value", args->model.separate_value,
+                    "the value head on an MLP of its own (model.separate_value)");
   command->add_option("--repeats", args->repeats, "timed steps per figure (median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -173,7 +175,7 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
     for (int64_t K : args->num_envs) bench_k(args->env, args->model, K, args->repeats);
     std::cout << "\nlearner: model forward + backward\n\n| env | rows | LibTorch µs | fused µs "
                  "| speed-up |\n|---|---:|---:|---:|---:|\n";
-    for (int64_t rows : {1088, 33792}) {
+    for (int64_t rows : {128, 1088, 33792}) {  // 128: a MuJoCo preset's minibatch
       bench_learner(args->env, args->model, rows, std::max(3, args->repeats / 20));
     }
     std::cout << "\nlearner: the matrix products of one forward + backward\n\n| env | rows "
@@ -184,6 +186,7 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
     Config config = load_config("", {"learner.device=cpu"});
     config.env.name = args->env.name;
     config.model.hidden = args->model.hidden;
+    config.model.separate_value = args->model.separate_value;
     bench_learner_step(config, std::max(3, args->repeats / 10));
   };
   return command;
