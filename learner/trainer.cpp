@@ -43,6 +43,10 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
       minibatches_(c.learner.minibatches),
       shuffle_steps_(c.learner.shuffle == LearnerConfig::Shuffle::kSteps),
       permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))) {
+  // The config's checks refuse this too; a single step has no trajectory for
+  // V-trace or a core.
+  PRONGHORN_CHECK(!shuffle_steps_ || (use_gae_ && c.model.core == ModelConfig::Core::kNone),
+                  "learner.shuffle = \"steps\": expected PPO on GAE and a feed-forward model");
   if (c.loss.return_scaling) return_scaler_.emplace(c.loss.discount, c.env.num_envs);
   if (c.model.normalize_observations) {
     observation_stats_.emplace(policy_.model()->observation_size());
@@ -177,17 +181,17 @@ const at::Tensor& Trainer::minibatch(int64_t step) const {
 
 StepStats Trainer::backward_step(int64_t step) {
   const auto start = Clock::now();
-  const at::Tensor& columns = minibatch(step);
+  const at::Tensor& picked = minibatch(step);  // columns, or single steps
   StepStats s;
   if (minibatches_ == 1) {
     s = backward_on(batch_, batch_advantages_, batch_targets_, batch_values_);
   } else if (shuffle_steps_) {
-    s = backward_on_steps(columns);
+    s = backward_on_steps(picked);
   } else {
     const auto pick = [&](const at::Tensor& t) {
-      return t.defined() ? t.index_select(1, columns) : t;
+      return t.defined() ? t.index_select(1, picked) : t;
     };
-    s = backward_on(columns_of(batch_, columns), pick(batch_advantages_), pick(batch_targets_),
+    s = backward_on(columns_of(batch_, picked), pick(batch_advantages_), pick(batch_targets_),
                     pick(batch_values_));
   }
   s.forward_s = seconds_since(start) - s.backward_s;

@@ -1,5 +1,6 @@
 // One learner step (docs/architecture.md §3): B unrolls from the ring → Batch
-// [T+1, B·K] tensors → per minibatch of columns, learner.epochs times: model
+// [T+1, B·K] tensors → per minibatch of columns (or of single steps),
+// learner.epochs times: model
 // forward → V-trace (or GAE, once per batch) → fused loss → backward → clip →
 // optimizer. The loop around it (taking, publishing,
 // reporting) is learner.cpp's.
@@ -110,8 +111,9 @@ class Trainer {
   StepStats backward_on(const Batch& b, at::Tensor advantages, at::Tensor targets,
                         const at::Tensor& old_values = {});
   StepStats backward_on_steps(const at::Tensor& steps);  // of the started batch
-  // The network's outputs for the loss, [T, N] steps: logits or Gaussian
-  // means [T, N, A], the log-std [T, N, D] (Gaussian, else undefined), values.
+  // The network's outputs for the loss, [T, N] steps ([1, M] for M single
+  // steps): logits or Gaussian means [T, N, A], the log-std [T, N, D]
+  // (Gaussian, else undefined), values.
   struct HeadOutputs {
     at::Tensor head, log_std, values;
   };

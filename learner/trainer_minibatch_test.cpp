@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "envs/env.h"
 #include "learner/testing/data_parallel_ranks.h"
 #include "learner/trainer.h"
 
@@ -218,10 +219,6 @@ TEST_P(TrainerMinibatchTest, TwoEpochsOfTwoMinibatchesAreFourStepsOverPermutedCo
   EXPECT_LT(worst, 2e-6) << "the weights moved by up to " << moved;
 }
 
-// On the second pass the policy has moved off the actors' (behaviour)
-// log-probs, so π/μ leaves [1 − ε, 1 + ε] for some samples; their policy
-// gradient is exactly zero, and the trainer's gradient is the float64 one
-// of the unclipped samples only.
 // learner.shuffle = "steps" (standard PPO's minibatches): each pass permutes
 // the T·N steps, each minibatch takes steps from any column and time, and
 // two passes of three minibatches are the six steps the reference takes by
@@ -262,6 +259,65 @@ TEST_P(TrainerMinibatchTest, ShuffledStepsAreMinibatchesOfSingleSteps) {
   EXPECT_LT(worst_difference(weights(t), want), 2e-6) << "the weights moved by up to " << moved;
 }
 
+// A Gaussian head with loss.value_clip, summed losses: the gradients of one
+// pass's minibatches of single steps add up to the whole batch's (the same
+// weights, the same GAE), so every field a step takes (observations,
+// actions, behaviour log-probs, advantages, targets, the log-std, the values
+// clipped against) is the step's own.
+TEST_P(TrainerMinibatchTest, ShuffledGaussianStepsAddUpToTheWholeBatch) {
+  EnvSpec pendulum;
+  for (const EnvSpec& e : envs::builtin_env_specs()) {
+    if (e.name == "pendulum") pendulum = e;
+  }
+  ASSERT_EQ(pendulum.action_kind, ActionKind::kContinuous);
+  const int64_t N = 4, T = kT, D = pendulum.action_size;
+  const std::vector<std::string> common = {"loss.reduction=sum",
+                                           "loss.value_clip=0.2",
+                                           "env.num_envs=2",
+                                           "learner.batch_size=2",
+                                           "actor.unroll_length=5",
+                                           "model.log_std_init=-0.5",
+                                           std::string("model.fast_path=") + GetParam()};
+  std::vector<std::string> split = common, whole = common;
+  split.insert(split.end(), {"learner.minibatches=4", "learner.shuffle=steps"});
+  torch::manual_seed(17);
+  Batch b;
+  b.obs = torch::randn({T + 1, N, pendulum.obs_shape[0]});
+  b.actions = torch::randn({T, N, D});
+  b.rewards = torch::randn({T, N});
+  b.discounts = torch::full({T, N}, 0.99f);
+  b.truncated = torch::zeros({T, N}, torch::kByte);
+  b.final_values = torch::zeros({T, N});
+  b.behaviour_log_probs = -torch::rand({T, N}) - 0.5;
+  torch::manual_seed(10);
+  Trainer t(ppo_config(split), pendulum);
+  torch::manual_seed(10);
+  Trainer all(ppo_config(whole), pendulum);
+  t.start_batch(b);
+  std::vector<at::Tensor> summed;
+  for (int64_t step = 0; step < 4; ++step) {
+    ASSERT_EQ(t.minibatch(step).numel(), T * N / 4);
+    t.backward_step(step);
+    const std::vector<at::Tensor> g = gradients(t);
+    if (summed.empty()) {
+      for (const at::Tensor& x : g) summed.push_back(x.clone());
+    } else {
+      for (size_t i = 0; i < g.size(); ++i) summed[i] += g[i];
+    }
+  }
+  all.backward(b);  // one step: GAE from its own forward, the same weights
+  const std::vector<at::Tensor> want = gradients(all);
+  ASSERT_EQ(summed.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double scale = std::max(1e-6, want[i].abs().max().item<double>());
+    EXPECT_LT((summed[i] - want[i]).abs().max().item<double>() / scale, 1e-4) << "parameter " << i;
+  }
+}
+
+// On the second pass the policy has moved off the actors' (behaviour)
+// log-probs, so π/μ leaves [1 − ε, 1 + ε] for some samples; their policy
+// gradient is exactly zero, and the trainer's gradient is the float64 one
+// of the unclipped samples only.
 TEST_P(TrainerMinibatchTest, TheSecondPassClipsAndClippedSamplesHaveNoPolicyGradient) {
   const Config c =
       ppo_config({"learner.epochs=2", "learner.learning_rate=0.05", "loss.baseline_cost=0",
@@ -328,6 +384,15 @@ TEST(TrainerPlanTest, ABatchItsMinibatchesDoNotDivideIsRefused) {
     FAIL() << "6 columns split in 4";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("learner.minibatches = 4"), std::string::npos) << e.what();
+  }
+  // Single steps: 5 × 6 = 30 steps split in 4 (a batch of another shape
+  // than the config's, as a remote actor's could be).
+  Trainer steps(ppo_config({"learner.minibatches=4", "learner.shuffle=steps"}), cartpole());
+  try {
+    steps.start_batch(random_batch(6, 14));
+    FAIL() << "30 steps split in 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("30 steps"), std::string::npos) << e.what();
   }
 }
 

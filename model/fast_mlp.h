@@ -6,6 +6,7 @@
 //
 //   obs [N, in] ─sgemm→ bias + activation ─…→ sgemm → [N, A + 1] (logits or
 //   Gaussian mean, then the value) → log-softmax / Gaussian → actions, log-probs
+//   (model.separate_value: the value column from a second torso on obs)
 //
 // Matrix products are model/fast_gemm.h's (OpenBLAS, or Eigen on AVX-512);
 // the element-wise loops are compiled for AVX-512, AVX2 and baseline x86-64

@@ -141,8 +141,8 @@ TEST(ExportTest, NormalisedObservationsOnEitherPathMatchTheBinary) {
   EXPECT_EQ(r.check_forward(2, 5, "off"), "0");
 }
 
-// model.separate_value: the value head on its own MLP (LibTorch's path),
-// with observation normalisation, as the MuJoCo presets may run it.
+// model.separate_value: the value head on its own MLP, with observation
+// normalisation, as the MuJoCo presets run it, on both paths.
 TEST(ExportTest, ASeparateValueNetworkMatchesTheBinary) {
   ExportRun r;
   ASSERT_NO_FATAL_FAILURE(
@@ -151,7 +151,8 @@ TEST(ExportTest, ASeparateValueNetworkMatchesTheBinary) {
                          "--set model.normalize_observations=true"));
   const std::string json = shell("cat " + r.out + "/policy.json").second;
   EXPECT_NE(json.find("\"value_torso\""), std::string::npos) << json;
-  EXPECT_EQ(r.check_forward(2, 5), "0");  // never fused
+  EXPECT_EQ(r.check_forward(2, 5), "1");
+  EXPECT_EQ(r.check_forward(2, 5, "off"), "0");
 }
 
 TEST(ExportTest, WhatAUserNamesWrongIsOneClearLine) {
