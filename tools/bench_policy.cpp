@@ -122,7 +122,9 @@ void bench_learner_step(const Config& base, int repeats) {
   std::vector<int64_t> obs_shape = {T + 1, N};
   obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
   b.obs = at::randn(obs_shape);
-  b.actions = at::randint(0, spec.action_size, {T, N}, at::kLong);
+  b.actions = spec.action_kind == ActionKind::kContinuous
+                  ? at::randn({T, N, spec.action_size})
+                  : at::randint(0, spec.action_size, {T, N}, at::kLong);
   b.rewards = at::randn({T, N});
   b.discounts = at::full({T, N}, 0.99f);
   b.truncated = at::zeros({T, N}, at::kByte);
