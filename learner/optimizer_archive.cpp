@@ -2,8 +2,11 @@
 
 #include <torch/optim/adam.h>
 #include <torch/optim/rmsprop.h>
+#include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <map>
+#include <memory>
 #include <sstream>
 
 #include "core/error.h"
@@ -12,6 +15,7 @@
 namespace pronghorn::learner {
 namespace {
 
+using torch::serialize::InputArchive;
 using torch::serialize::OutputArchive;
 
 // What torch::optim::serialize(archive, optimizer) writes
@@ -53,6 +57,59 @@ void write_archive(OutputArchive& archive, const torch::optim::Optimizer& optimi
   archive.write("param_groups", group_list);
 }
 
+// What torch::optim::serialize(archive, optimizer) reads, matching each saved
+// state to its parameter through the group's list of keys, whatever the keys
+// are: ours ("p0_3"), or the addresses LibTorch's own Optimizer::save writes.
+// (LibTorch 2.x's own reader parses every key as an address, so it refuses
+// ours; 1.x's matches them as text.)
+template <typename State, typename Options>
+void read_archive(InputArchive& archive, torch::optim::Optimizer& optimizer) {
+  c10::IValue version;
+  archive.read("pytorch_version", version);
+  PRONGHORN_CHECK(version.isString() && version.toStringRef() == "1.5.0",
+                  "optimizer state: unknown layout version");
+  InputArchive states;
+  archive.read("state", states);
+  std::map<std::string, std::unique_ptr<State>> saved;
+  for (const std::string& key : states.keys()) {
+    InputArchive one;
+    states.read(key, one);
+    auto state = std::make_unique<State>();
+    state->serialize(one);
+    saved[key] = std::move(state);
+  }
+  InputArchive group_list;
+  archive.read("param_groups", group_list);
+  at::Tensor group_count;
+  group_list.read("param_groups/size", group_count);
+  auto& groups = optimizer.param_groups();
+  PRONGHORN_CHECK(group_count.item<int64_t>() == static_cast<int64_t>(groups.size()),
+                  "optimizer state: ", group_count.item<int64_t>(),
+                  " parameter groups, the optimizer has ", groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    InputArchive group;
+    group_list.read("param_groups/" + std::to_string(g), group);
+    at::Tensor param_count;
+    group.read("params/size", param_count);
+    const std::vector<at::Tensor>& params = groups[g].params();
+    PRONGHORN_CHECK(param_count.item<int64_t>() == static_cast<int64_t>(params.size()),
+                    "optimizer state: group ", g, " has ", param_count.item<int64_t>(),
+                    " parameters, the optimizer's has ", params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      c10::IValue key;
+      group.read("params/" + std::to_string(i), key);
+      PRONGHORN_CHECK(key.isString(), "optimizer state: parameter ", i, "'s key is not text");
+      auto found = saved.find(key.toStringRef());
+      if (found == saved.end()) continue;  // not stepped yet
+      optimizer.state()[optimizer_state_key(params[i])] = std::move(found->second);
+      saved.erase(found);
+    }
+    InputArchive options;
+    group.read("options", options);
+    static_cast<Options&>(groups[g].options()).serialize(options);
+  }
+}
+
 }  // namespace
 
 std::string save_optimizer(const torch::optim::Optimizer& optimizer) {
@@ -68,6 +125,20 @@ std::string save_optimizer(const torch::optim::Optimizer& optimizer) {
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
+}
+
+void load_optimizer(const std::string& bytes, torch::optim::Optimizer& optimizer,
+                    const at::Device& device) {
+  InputArchive archive;
+  std::istringstream in(bytes);
+  archive.load_from(in, device);
+  if (dynamic_cast<const torch::optim::Adam*>(&optimizer) != nullptr) {
+    read_archive<torch::optim::AdamParamState, torch::optim::AdamOptions>(archive, optimizer);
+  } else if (dynamic_cast<const torch::optim::RMSprop*>(&optimizer) != nullptr) {
+    read_archive<torch::optim::RMSpropParamState, torch::optim::RMSpropOptions>(archive, optimizer);
+  } else {
+    PRONGHORN_ASSERT(false, "load_optimizer: expected an Adam or RMSprop optimizer");
+  }
 }
 
 }  // namespace pronghorn::learner

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/error.h"
 #include "model/optimizer_state.h"
 
 namespace pronghorn::learner {
@@ -39,10 +40,7 @@ std::unique_ptr<torch::optim::Optimizer> loaded(const std::string& bytes,
   } else {
     o = std::make_unique<torch::optim::RMSprop>(params, torch::optim::RMSpropOptions(1e-3));
   }
-  torch::serialize::InputArchive archive;
-  std::istringstream in(bytes);
-  archive.load_from(in);
-  o->load(archive);
+  load_optimizer(bytes, *o, at::kCPU);
   return o;
 }
 
@@ -55,7 +53,7 @@ void check_same_state_same_bytes(bool adam) {
   const std::string bytes = save_optimizer(first);
   EXPECT_EQ(bytes, save_optimizer(second)) << "the same state in other tensors: the same bytes";
 
-  // LibTorch's own load reads it: the state lands on the same parameters.
+  // It loads back: the state lands on the same parameters.
   std::vector<at::Tensor> c = parameters();
   const auto third = loaded(bytes, c, adam);
   ASSERT_EQ(third->state().size(), a.size());
@@ -95,6 +93,54 @@ TEST(OptimizerArchiveTest, AnOptimizerNotYetSteppedLoadsBackWithNoState) {
   torch::optim::Adam fresh(a, torch::optim::AdamOptions(1e-3));
   const auto back = loaded(save_optimizer(fresh), c, true);
   EXPECT_TRUE(back->state().empty());
+}
+
+// Checkpoints from before save_optimizer hold LibTorch's own archive, keyed
+// by addresses: it loads too.
+TEST(OptimizerArchiveTest, LibTorchsOwnArchiveLoadsOntoTheSameParameters) {
+  std::vector<at::Tensor> a = parameters(), c = parameters();
+  torch::optim::Adam first(a, torch::optim::AdamOptions(1e-3));
+  step(first, a, 2);
+  torch::serialize::OutputArchive archive;
+  first.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  const auto back = loaded(out.str(), c, true);
+  ASSERT_EQ(back->state().size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto& w = static_cast<const torch::optim::AdamParamState&>(
+        *first.state().at(optimizer_state_key(a[i])));
+    const auto& g = static_cast<const torch::optim::AdamParamState&>(
+        *back->state().at(optimizer_state_key(c[i])));
+    EXPECT_EQ(g.step(), 2);
+    EXPECT_TRUE(torch::equal(g.exp_avg(), w.exp_avg())) << i;
+    EXPECT_TRUE(torch::equal(g.exp_avg_sq(), w.exp_avg_sq())) << i;
+  }
+}
+
+// As LibTorch's load: the saved options replace the optimizer's own.
+TEST(OptimizerArchiveTest, TheSavedOptionsReplaceTheOptimizers) {
+  std::vector<at::Tensor> a = parameters(), c = parameters();
+  torch::optim::Adam saved(a, torch::optim::AdamOptions(2e-3).betas({0.8, 0.9}));
+  torch::optim::Adam target(c, torch::optim::AdamOptions(5e-4));
+  load_optimizer(save_optimizer(saved), target, at::kCPU);
+  const auto& options =
+      static_cast<const torch::optim::AdamOptions&>(target.param_groups().at(0).options());
+  EXPECT_DOUBLE_EQ(options.lr(), 2e-3);
+  EXPECT_DOUBLE_EQ(std::get<0>(options.betas()), 0.8);
+}
+
+TEST(OptimizerArchiveTest, AStateOfOtherParametersIsRefusedNamingTheCounts) {
+  std::vector<at::Tensor> a = parameters(), c = parameters();
+  c.pop_back();
+  torch::optim::Adam saved(a, torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam target(c, torch::optim::AdamOptions(1e-3));
+  try {
+    load_optimizer(save_optimizer(saved), target, at::kCPU);
+    FAIL() << "loaded the state of 3 parameters into an optimizer of 2";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "optimizer state: group 0 has 3 parameters, the optimizer's has 2");
+  }
 }
 
 }  // namespace

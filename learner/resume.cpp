@@ -98,15 +98,16 @@ std::string checked_optimizer_state(const std::string& state, Trainer& trainer,
   } else {
     scratch = std::make_unique<torch::optim::Adam>(copies, torch::optim::AdamOptions());
   }
+  const auto unfit = [&](const std::string& why) {
+    return Unfit(fmt::format("optimizer state does not load into this run's {} optimizer: {}",
+                             to_string(config.learner.optimizer), why));
+  };
   try {
-    torch::serialize::InputArchive archive;
-    std::istringstream in(state);
-    archive.load_from(in, trainer.device());
-    scratch->load(archive);
+    load_optimizer(state, *scratch, trainer.device());
   } catch (const c10::Error& e) {
-    throw Unfit(fmt::format("optimizer state does not load into this run's {} optimizer: {}",
-                            to_string(config.learner.optimizer),
-                            first_line(e.what_without_backtrace())));
+    throw unfit(first_line(e.what_without_backtrace()));
+  } catch (const Error& e) {
+    throw unfit(e.what());
   }
   check_optimizer(*scratch, config.learner.optimizer, learner_steps);
   return save_optimizer(*scratch);

@@ -92,10 +92,7 @@ StepStats Trainer::learn(const Batch& batch, double progress) {
 std::string Trainer::optimizer_state() { return save_optimizer(policy_.optimizer()); }
 
 void Trainer::load_optimizer_state(const std::string& state) {
-  torch::serialize::InputArchive archive;
-  std::istringstream in(state);
-  archive.load_from(in);
-  policy_.optimizer().load(archive);
+  load_optimizer(state, policy_.optimizer(), device_);
 }
 
 // On CUDA: each field through pinned memory, copied without blocking the host
