@@ -53,6 +53,7 @@ CLI::App* add_bench_ring(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_collective(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_remote(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run);
+CLI::App* add_bench_learner(CLI::App& bench, std::function<void()>& run);
 CLI::App* add_bench_actors(CLI::App& bench, std::function<void()>& run);
 
 }  // namespace pronghorn::cli

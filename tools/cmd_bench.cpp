@@ -136,15 +136,18 @@ Command add_bench_command(CLI::App& app) {
   env->add_option("--seconds", args->seconds, "measuring time")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
-  std::function<void()> run_kernels, run_ring, run_collective, run_remote, run_policy, run_actors;
+  std::function<void()> run_kernels, run_ring, run_collective, run_remote, run_policy, run_actors,
+      run_learner;
   CLI::App* kernels = add_bench_kernels(*bench, run_kernels);
   CLI::App* ring = add_bench_ring(*bench, run_ring);
   CLI::App* collective = add_bench_collective(*bench, run_collective);
   CLI::App* remote = add_bench_remote(*bench, run_remote);
   CLI::App* policy = add_bench_policy(*bench, run_policy);
   CLI::App* actors = add_bench_actors(*bench, run_actors);
-  return {bench, [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective,
-                  remote, run_remote, policy, run_policy, actors, run_actors] {
+  CLI::App* learner = add_bench_learner(*bench, run_learner);
+  return {bench,
+          [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective, remote,
+           run_remote, policy, run_policy, actors, run_actors, learner, run_learner] {
             if (env->parsed()) bench_env(*args);
             if (kernels->parsed()) run_kernels();
             if (ring->parsed()) run_ring();
@@ -152,6 +155,7 @@ Command add_bench_command(CLI::App& app) {
             if (remote->parsed()) run_remote();
             if (policy->parsed()) run_policy();
             if (actors->parsed()) run_actors();
+            if (learner->parsed()) run_learner();
           }};
 }
 

@@ -1,0 +1,164 @@
+// `pronghorn bench learner`: the learner's samples/s for one model on
+// batches of a given shape, on the CPU (at each of --threads) or a CUDA
+// device, one after the other in the same run. A step is Trainer::learn on a
+// batch that starts on the CPU, as one taken from the ring does: the copy to
+// the device, forward, V-trace (or GAE), loss, backward, clipping and Adam.
+// The copy of the batch alone is timed too, the trainer's way (through pinned
+// memory), as its share of the step; the weights' publication to the actors
+// is not part of it.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/env_spec.h"
+#include "learner/batch.h"
+#include "learner/trainer.h"
+#include "model/tensor_runtime.h"
+#include "tools/bench_timing.h"
+#include "tools/cli.h"
+
+namespace pronghorn::cli {
+namespace {
+
+struct LearnerBenchArgs {
+  std::string model = "impala_cnn";
+  std::vector<int64_t> obs_shape = {4, 84, 84};
+  std::string obs_dtype = "uint8";
+  int64_t actions = 6;
+  int64_t unroll = 20;   // T
+  int64_t columns = 32;  // N = B·K
+  std::string device = "cpu";
+  std::vector<int> threads = {1};
+  std::string loss = "impala";
+  int repeats = 20;
+};
+
+// An env that is only a shape: what the trainer reads of one.
+EnvSpec shaped_spec(const LearnerBenchArgs& a) {
+  EnvSpec spec;
+  spec.name = fmt::format("{}[{}]", a.obs_dtype, fmt::join(a.obs_shape, "×"));
+  spec.obs_dtype = a.obs_dtype == "uint8" ? Dtype::kUInt8 : Dtype::kFloat32;
+  spec.obs_shape = a.obs_shape;
+  spec.action_kind = ActionKind::kDiscrete;
+  spec.action_size = a.actions;
+  return spec;
+}
+
+// A random batch on the CPU, as make_batch() gives one: frames of random
+// bytes (or normal floats), random actions and rewards, no episode ends.
+learner::Batch random_batch(const EnvSpec& spec, int64_t T, int64_t N) {
+  at::manual_seed(1);
+  learner::Batch b;
+  std::vector<int64_t> obs_shape = {T + 1, N};
+  obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
+  b.obs = spec.obs_dtype == Dtype::kUInt8 ? at::randint(0, 256, obs_shape, at::kByte)
+                                          : at::randn(obs_shape);
+  b.actions = at::randint(0, spec.action_size, {T, N}, at::kLong);
+  b.rewards = at::randn({T, N});
+  b.discounts = at::full({T, N}, 0.99f);
+  b.truncated = at::zeros({T, N}, at::kByte);
+  b.final_values = at::zeros({T, N});
+  b.behaviour_log_probs = at::full({T, N}, -1.79f);
+  return b;
+}
+
+void wait_for(const at::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+void bench_one(const LearnerBenchArgs& a, int threads) {
+  const EnvSpec spec = shaped_spec(a);
+  Config config = load_config(
+      "", {"learner.device=" + a.device, "model.kind=" + a.model, "loss.kind=" + a.loss});
+  // Every step's work without the weights moving: random batches would drive
+  // them to a non-finite loss, which ends a step.
+  config.learner.learning_rate = 0;
+  set_compute_threads(threads);
+  learner::Trainer trainer(config, spec);
+  const at::Device device = trainer.device();
+  const learner::Batch batch = random_batch(spec, a.unroll, a.columns);
+  const double step_us = median_us(
+      [&] {
+        trainer.learn(batch, 0.0);
+        wait_for(device);
+      },
+      a.repeats, std::min(a.repeats, 2));
+  double copy_us = 0;
+  if (!device.is_cpu()) {
+    copy_us = median_us(
+        [&] {
+          learner::Batch moved = learner::map_tensors(batch, [&](const at::Tensor& t) {
+            return t.pin_memory().to(device, /*non_blocking=*/true);
+          });
+          wait_for(device);
+        },
+        a.repeats, std::min(a.repeats, 2));
+  }
+  int64_t parameters = 0;
+  for (const at::Tensor& p : trainer.model()->parameters()) parameters += p.numel();
+  const double samples = static_cast<double>(a.unroll * a.columns);
+  std::cout << fmt::format(
+      "| {} | {} | {} | {} | {} × {} | {:.2f} | {} | {:.0f} |\n", a.model, parameters,
+      device.is_cpu() ? "cpu" : device.str(), device.is_cpu() ? fmt::format("{}", threads) : "—",
+      a.unroll, a.columns, step_us / 1e3,
+      device.is_cpu() ? std::string("—") : fmt::format("{:.0f} %", 100 * copy_us / step_us),
+      samples / (step_us / 1e6));
+}
+
+}  // namespace
+
+CLI::App* add_bench_learner(CLI::App& bench, std::function<void()>& run) {
+  auto args = std::make_shared<LearnerBenchArgs>();
+  CLI::App* command = bench.add_subcommand(
+      "learner", "The learner's samples/s for one model on batches of a given shape");
+  command->add_option("--model", args->model, "model.kind")
+      ->check(CLI::IsMember({"mlp", "impala_cnn", "nature_cnn"}))
+      ->capture_default_str();
+  command->add_option("--obs-shape", args->obs_shape, "one observation's shape")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--obs-dtype", args->obs_dtype, "observation type")
+      ->check(CLI::IsMember({"uint8", "float32"}))
+      ->capture_default_str();
+  command->add_option("--actions", args->actions, "discrete actions")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 16))
+      ->capture_default_str();
+  command->add_option("--unroll", args->unroll, "T: steps per unroll")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  command->add_option("--columns", args->columns, "N: unrolls × envs per unroll in a batch")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  command->add_option("--device", args->device, "learner.device: cpu, cuda or cuda:N")
+      ->capture_default_str();
+  command->add_option("--threads", args->threads, "CPU threads, each count in turn")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  command->add_option("--loss", args->loss, "loss.kind")
+      ->check(CLI::IsMember({"impala", "ppo"}))
+      ->capture_default_str();
+  command->add_option("--repeats", args->repeats, "timed steps per figure (median)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  run = [args] {
+    std::cout << "| model | parameters | device | threads | T × N | ms/step | batch copy "
+                 "| samples/s |\n|---|---:|---|---:|---|---:|---:|---:|\n";
+    if (args->device == "cpu") {
+      for (int threads : args->threads) bench_one(*args, threads);
+    } else {
+      bench_one(*args, args->threads.front());
+    }
+  };
+  return command;
+}
+
+}  // namespace pronghorn::cli
