@@ -196,6 +196,21 @@ TEST(CliTest, BenchRingPrintsThroughputAgainstMemcpyAndLatency) {
   EXPECT_NE(r.out.find("commit → consumer wake: median"), std::string::npos) << r.out;
 }
 
+TEST(CliTest, BenchLearnerPrintsSamplesPerSecondAtEachThreadCount) {
+  Result r = pronghorn({"bench", "learner", "--model", "mlp", "--obs-shape", "4", "--obs-dtype",
+                        "float32", "--actions", "2", "--unroll", "4", "--columns", "8", "--threads",
+                        "1,2", "--repeats", "2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| mlp | 4675 | cpu | 1 | 4 × 8 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| mlp | 4675 | cpu | 2 | 4 × 8 | "), std::string::npos) << r.out;
+  Result bad = pronghorn({"bench", "learner", "--device", "gpu"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("learner.device = \"gpu\": expected one of auto, cpu, cuda"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_EQ(bad.out, "") << "no table header before the error";
+}
+
 // The whole actor side of a config, and nothing of it left behind: no
 // segment in /dev/shm, no scratch run directory (of those not there before).
 TEST(CliTest, BenchActorsPrintsStepsPerSecondAndLeavesNothing) {

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -74,7 +75,9 @@ void wait_for(const at::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
 
-void bench_one(const LearnerBenchArgs& a, int threads) {
+// One row of the table, printed under its header (printed once, with the
+// first row: an error before it leaves only its own line).
+void bench_one(const LearnerBenchArgs& a, int threads, bool& header_printed) {
   const EnvSpec spec = shaped_spec(a);
   Config config = load_config(
       "", {"learner.device=" + a.device, "model.kind=" + a.model, "loss.kind=" + a.loss});
@@ -101,6 +104,10 @@ void bench_one(const LearnerBenchArgs& a, int threads) {
           wait_for(device);
         },
         a.repeats, std::min(a.repeats, 2));
+  }
+  if (!std::exchange(header_printed, true)) {
+    std::cout << "| model | parameters | device | threads | T × N | ms/step | batch copy "
+                 "| samples/s |\n|---|---:|---|---:|---|---:|---:|---:|\n";
   }
   int64_t parameters = 0;
   for (const at::Tensor& p : trainer.model()->parameters()) parameters += p.numel();
@@ -150,12 +157,11 @@ CLI::App* add_bench_learner(CLI::App& bench, std::function<void()>& run) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   run = [args] {
-    std::cout << "| model | parameters | device | threads | T × N | ms/step | batch copy "
-                 "| samples/s |\n|---|---:|---|---:|---|---:|---:|---:|\n";
+    bool header_printed = false;
     if (args->device == "cpu") {
-      for (int threads : args->threads) bench_one(*args, threads);
+      for (int threads : args->threads) bench_one(*args, threads, header_printed);
     } else {
-      bench_one(*args, args->threads.front());
+      bench_one(*args, args->threads.front(), header_printed);
     }
   };
   return command;
