@@ -61,6 +61,12 @@ void Supervisor::reaped(size_t index, int status, Clock::time_point now) {
   Actor& a = actors_[index];
   a.output.finish();
   const ChildDeath death = death_of(status, a.output.last_line());
+  if (restarts_held_) {
+    spdlog::info("actor {} (pid {}) {} while the job stops", index, a.pid, death.how);
+    a.pid = -1;
+    a.start_at = Clock::time_point::max();
+    return;
+  }
   if (death.crash) {
     spdlog::warn("actor {} (pid {}) {}; restarting in {} ms", index, a.pid, death.how,
                  std::chrono::duration_cast<std::chrono::milliseconds>(a.backoff).count());

@@ -71,6 +71,12 @@ class Supervisor {
   // node holds (fleet/actor_capacity.h) throws UsageError, unless
   // `oversubscribe`.
   void scale(int count, bool oversubscribe);
+  // The job is stopping: from now on an actor that ends is reaped and not
+  // started again, nor counted as a death. A signal sent to the whole
+  // process group (`timeout`, Slurm's scancel) stops
+  // the actors as it stops the learner, and restarting them would only start
+  // actors for stop() to end.
+  void hold_restarts() { restarts_held_ = true; }
   // SIGTERM to all, then SIGKILL to any still alive after `grace`.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(3));
 
@@ -106,6 +112,7 @@ class Supervisor {
   uint64_t committed_ = 0;
   uint64_t restarts_ = 0;
   bool stopped_ = false;
+  bool restarts_held_ = false;  // hold_restarts()
 };
 
 }  // namespace pronghorn::fleet

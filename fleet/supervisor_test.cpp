@@ -106,6 +106,23 @@ TEST(SupervisorTest, EachPollStartsActorsOnlyForItsBudget) {
   EXPECT_EQ(s.restarts(), 0u);
 }
 
+TEST(SupervisorTest, ActorsEndingAfterHoldRestartsAreNeitherRestartedNorCounted) {
+  Supervisor s({"-c", "exec sleep 30"}, 2, shell(1));
+  for (auto end = Clock::now() + 5s; s.alive() < 2 && Clock::now() < end;) s.poll(0);
+  ASSERT_EQ(s.alive(), 2);
+  s.hold_restarts();
+  for (pid_t pid : children()) kill(pid, SIGTERM);
+  for (auto end = Clock::now() + 5s; s.alive() > 0 && Clock::now() < end;) {
+    s.poll(0);  // would throw on a crash counted (max_crashes = 1)
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(s.alive(), 0);
+  for (int i = 0; i < 10; ++i) s.poll(0);
+  EXPECT_EQ(s.alive(), 0) << "nothing starts again";
+  EXPECT_EQ(s.restarts(), 0u);
+  EXPECT_TRUE(children().empty());
+}
+
 TEST(SupervisorTest, StopLeavesNoActorEvenOneIgnoringSigterm) {
   Supervisor s({"-c", "trap '' TERM; exec sleep 30"}, 2, shell());
   ASSERT_EQ(children().size(), 2u);

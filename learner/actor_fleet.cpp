@@ -62,6 +62,10 @@ void ActorFleet::start(const std::string& slab_name, const buffer::WeightSlab& s
   if (o_.remote_actors) remote_ = o_.remote_actors(*ring_, slab, to_toml(c));
 }
 
+void ActorFleet::hold_restarts() {
+  if (supervisor_) supervisor_->hold_restarts();
+}
+
 void ActorFleet::poll(bool learner_waits) {
   // Throws when actors keep failing.
   supervisor_->poll(ring_->counters().committed, learner_waits);

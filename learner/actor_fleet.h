@@ -42,6 +42,9 @@ class ActorFleet {
   // keep failing (fleet/actor_watchdog.h); not stalled while `learner_waits`
   // (Supervisor::poll). Every 100 ms or more, refreshes the nodes' rows.
   void poll(bool learner_waits = false);
+  // The job is stopping: actors that end are not restarted
+  // (Supervisor::hold_restarts).
+  void hold_restarts();
   // The next prepared batch, or nothing within `wait`.
   std::optional<PreparedBatch> next_batch(std::chrono::milliseconds wait);
   // The policy version batches are judged against from now on.

@@ -109,6 +109,9 @@ TrainResult Learner::Loop::run() {
   const auto solved_now = [this] { return schedule_.recheck_solved(); };
   bool finished = false;  // the target or the step budget reached
   for (;;) {
+    // Actors that end once the job stops were stopped with it, by the signal
+    // that stopped it (sent to the process group) or by the stop to come.
+    if (control_.stopping()) fleet_.hold_restarts();
     fleet_.poll(schedule_.holds_training());  // throws when actors keep failing
     control_.handle(fleet_, schedule_, status_now);
     if (control_.stopping() && step_->stops_alone()) break;

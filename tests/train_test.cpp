@@ -115,6 +115,27 @@ TEST(TrainTest, KilledActorIsRestartedAndTrainingGoesOn) {
   EXPECT_TRUE(leftover_segments(run.name).empty());
 }
 
+// `timeout`, Slurm's scancel and the like signal the whole process group:
+// the actors stop on it as the learner does, and none is restarted or
+// counted as a death, also while a long learner step (30 passes over 8
+// unrolls) keeps the learner from seeing its own signal at once.
+TEST(TrainTest, ASigtermToTheProcessGroupStopsTheJobWithNoActorRestarted) {
+  TrainRun run;
+  const auto [code, out] = shell(
+      "timeout -s TERM 5 " + std::string(PRONGHORN_BIN) + " --log-level info train --run-dir " +
+      run.dir + " --set server.address=127.0.0.1:0 --set server.metrics_port=-1" +
+      " --set run.target_return=0 --set run.total_steps=1000000000000" +
+      " --set actor.count=2 --set actor.oversubscribe=true --set learner.epochs=30" +
+      " --set learner.batch_size=8");
+  EXPECT_EQ(code, 124) << "timeout's exit status when it signalled: " << out;
+  std::ifstream in(run.dir + "/train.log");
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(log.find("info: stopped after "), std::string::npos) << log;
+  EXPECT_EQ(log.find("restarting"), std::string::npos) << log;
+  EXPECT_EQ(last_metric(run.dir, "actor_restarts"), 0);
+  EXPECT_TRUE(leftover_segments(run.name).empty());
+}
+
 // Actors are forks of the zygote made at the top of `pronghorn train`'s main
 // (fleet/zygote.h); with the zygote killed they start by posix_spawn, said
 // once, and the job goes on. Either way they run at actor.nice, and the
