@@ -300,7 +300,7 @@ TEST(PythonEnvJobTest, EpisodeInfoIsLoggedBesideTheReturn) {
 TEST(PythonEnvJobTest, ThePythonPresetsAreValidConfigs) {
   const std::string python = test_python();
   for (const char* preset : {"gym_cartpole", "lunarlander", "halfcheetah", "hopper", "walker2d",
-                             "atari", "atari_envpool"}) {
+                             "ant", "atari", "atari_envpool"}) {
     const auto [code, out] =
         shell(std::string(PRONGHORN_BIN) + " config -c " + PRONGHORN_SOURCE_DIR + "/configs/" +
               preset + ".toml --set env.python=" + python);
