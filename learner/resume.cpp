@@ -7,7 +7,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 
 #include "core/error.h"
 #include "learner/checkpoint.h"

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 #include "core/clock.h"
 #include "core/error.h"

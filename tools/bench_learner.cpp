@@ -23,6 +23,7 @@
 #include "learner/batch.h"
 #include "learner/trainer.h"
 #include "model/tensor_runtime.h"
+#include "tools/bench_batch.h"
 #include "tools/bench_timing.h"
 #include "tools/cli.h"
 
@@ -53,24 +54,6 @@ EnvSpec shaped_spec(const LearnerBenchArgs& a) {
   return spec;
 }
 
-// A random batch on the CPU, as make_batch() gives one: frames of random
-// bytes (or normal floats), random actions and rewards, no episode ends.
-learner::Batch random_batch(const EnvSpec& spec, int64_t T, int64_t N) {
-  at::manual_seed(1);
-  learner::Batch b;
-  std::vector<int64_t> obs_shape = {T + 1, N};
-  obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
-  b.obs = spec.obs_dtype == Dtype::kUInt8 ? at::randint(0, 256, obs_shape, at::kByte)
-                                          : at::randn(obs_shape);
-  b.actions = at::randint(0, spec.action_size, {T, N}, at::kLong);
-  b.rewards = at::randn({T, N});
-  b.discounts = at::full({T, N}, 0.99f);
-  b.truncated = at::zeros({T, N}, at::kByte);
-  b.final_values = at::zeros({T, N});
-  b.behaviour_log_probs = at::full({T, N}, -1.79f);
-  return b;
-}
-
 void wait_for(const at::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
@@ -87,7 +70,7 @@ void bench_one(const LearnerBenchArgs& a, int threads, bool& header_printed) {
   set_compute_threads(threads);
   learner::Trainer trainer(config, spec);
   const at::Device device = trainer.device();
-  const learner::Batch batch = random_batch(spec, a.unroll, a.columns);
+  const learner::Batch batch = random_learner_batch(spec, a.unroll, a.columns);
   const double step_us = median_us(
       [&] {
         trainer.learn(batch, 0.0);

@@ -25,6 +25,7 @@
 #include "model/policy_bench.h"
 #include "model/policy_face.h"
 #include "model/tensor_runtime.h"
+#include "tools/bench_batch.h"
 #include "tools/bench_timing.h"
 #include "tools/cli.h"
 
@@ -117,19 +118,7 @@ void bench_products(const EnvConfig& env_config, const ModelConfig& model_config
 void bench_learner_step(const Config& base, int repeats) {
   const EnvSpec spec = envs::make_env(base.env, 1)->spec();
   const int64_t T = base.actor.unroll_length, N = base.learner.batch_size * base.env.num_envs;
-  at::manual_seed(1);
-  learner::Batch b;
-  std::vector<int64_t> obs_shape = {T + 1, N};
-  obs_shape.insert(obs_shape.end(), spec.obs_shape.begin(), spec.obs_shape.end());
-  b.obs = at::randn(obs_shape);
-  b.actions = spec.action_kind == ActionKind::kContinuous
-                  ? at::randn({T, N, spec.action_size})
-                  : at::randint(0, spec.action_size, {T, N}, at::kLong);
-  b.rewards = at::randn({T, N});
-  b.discounts = at::full({T, N}, 0.99f);
-  b.truncated = at::zeros({T, N}, at::kByte);
-  b.final_values = at::zeros({T, N});
-  b.behaviour_log_probs = at::full({T, N}, -0.69f);
+  const learner::Batch b = random_learner_batch(spec, T, N);
   auto step = [&](ModelConfig::FastPath mode) {
     Config c = base;
     c.model.fast_path = mode;
