@@ -18,6 +18,13 @@ namespace {
 
 int rank_of(const TrainOptions& o) { return o.collective ? o.collective->rank() : 0; }
 
+// Logged at start, so a run can be matched with another system's network.
+int64_t parameter_count(const std::vector<at::Tensor>& parameters) {
+  int64_t n = 0;
+  for (const at::Tensor& p : parameters) n += p.numel();
+  return n;
+}
+
 // This learner's shared memory (`kind`: the ring or the slab), named apart
 // per rank.
 std::string segment_name(const TrainOptions& o, std::string_view kind) {
@@ -82,9 +89,11 @@ void Learner::Loop::start() {
   const Config& c = o_.config;
   fleet_.start(policy_.slab_name(), policy_.slab(), policy_.version(), rank_of(o_));
   spdlog::info(
-      "training {} on {} in {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}",
+      "training {} on {} in {}: {} actors × {} envs, unrolls of {}, batches of {}, learner on {}, "
+      "a model of {} parameters",
       c.run.name, o_.env.name, o_.run_dir, fleet_.initial_actors(), c.env.num_envs,
-      c.actor.unroll_length, c.learner.batch_size, policy_.trainer().device().str());
+      c.actor.unroll_length, c.learner.batch_size, policy_.trainer().device().str(),
+      parameter_count(policy_.trainer().model()->parameters()));
   if (c.run.deterministic && !policy_.trainer().device().is_cpu()) {
     spdlog::warn(
         "run.deterministic = true with the learner on {}: untested there (GPU kernels may reduce "

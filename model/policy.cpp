@@ -181,7 +181,15 @@ at::Tensor PolicyNetImpl::flattened(const at::Tensor& obs) {
   PRONGHORN_CHECK(
       obs.is_floating_point(), "model: observations of dtype ", obs.scalar_type(),
       "; the network takes them preprocessed (preprocess_observations(), model/policy_face.h)");
-  if (spec_.pixels) return obs;
+  if (spec_.pixels) {
+    // Channels-last on the CPU: oneDNN's convolutions train the Nature CNN
+    // 1.2× faster so (BENCHMARKS.md, 2026-11-28 (Atari)). Only the
+    // activations change layout; autograd gives each parameter's gradient
+    // its parameter's layout, so what reads them as flat memory (the fused
+    // Adam, the all-reduce, checkpoints) is unchanged.
+    if (obs.is_cpu() && obs.dim() == 4) return obs.contiguous(at::MemoryFormat::ChannelsLast);
+    return obs;
+  }
   return obs.reshape({obs.size(0), -1});  // NetworkLayout::flatten_input
 }
 

@@ -130,6 +130,8 @@ TEST(ModelTest, NatureCnnMatchesAStockFloat64ReferenceWithGradients) {
   int checked = 0;
   for (const auto& item : net->named_parameters()) {
     const at::Tensor want = p.at(item.key()).grad();
+    // The layout the fused Adam and the all-reduce read as flat memory.
+    EXPECT_TRUE(item.value().grad().is_contiguous()) << item.key();
     const at::Tensor got = item.value().grad().to(at::kDouble);
     const double scale = want.abs().max().item<double>();
     EXPECT_GT(scale, 0) << item.key() << ": a gradient the check would pass anyway";
@@ -196,6 +198,8 @@ TEST(ModelTest, TanhMlpMatchesAStockFloat64ReferenceWithGradients) {
   EXPECT_TRUE(at::allclose(out.value.to(at::kDouble), value, 1e-5, 1e-5));
   for (const auto& item : net->named_parameters()) {
     const at::Tensor want = p.at(item.key()).grad();
+    // The layout the fused Adam and the all-reduce read as flat memory.
+    EXPECT_TRUE(item.value().grad().is_contiguous()) << item.key();
     const at::Tensor got = item.value().grad().to(at::kDouble);
     const double scale = want.abs().max().item<double>();
     EXPECT_LT((got - want).abs().max().item<double>(), 1e-5 * scale + 1e-6) << item.key();
