@@ -188,6 +188,16 @@ TEST(CliTest, BenchEnvPrintsStepsPerSecond) {
   EXPECT_NE(r.out.find("M env steps/s"), std::string::npos) << r.out;
 }
 
+// A config's env (configs/pendulum.toml: K = 64), the options given over it.
+TEST(CliTest, BenchEnvStepsAConfigsEnvUnderTheOptionsGiven) {
+  const std::string config = std::string(PRONGHORN_SOURCE_DIR) + "/configs/pendulum.toml";
+  Result r = pronghorn({"bench", "env", "-c", config, "--seconds", "0.05"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bench env: pendulum K=64 threads=1: "), std::string::npos) << r.out;
+  r = pronghorn({"bench", "env", "-c", config, "--num-envs", "8", "--seconds", "0.05"});
+  EXPECT_NE(r.out.find("bench env: pendulum K=8 threads=1: "), std::string::npos) << r.out;
+}
+
 TEST(CliTest, BenchRingPrintsThroughputAgainstMemcpyAndLatency) {
   Result r = pronghorn({"bench", "ring", "--seconds", "0.1"});
   EXPECT_EQ(r.code, 0) << r.err;

@@ -18,8 +18,11 @@
 #include <iostream>
 #include <latch>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "core/config.h"
 #include "envs/env.h"
 #include "envs/rng.h"
 #include "envs/testing/buffers.h"
@@ -32,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 struct EnvBenchArgs {
   EnvConfig env;
+  std::string config;  // a config whose [env] to step, under the options given
   int threads = 1;
   double seconds = 2.0;
 };
@@ -72,7 +76,22 @@ int64_t run_env(const EnvConfig& config, uint64_t seed, std::latch& ready,
   return steps;
 }
 
-void bench_env(const EnvBenchArgs& args) {
+// The env to step: args.env, or the [env] of args.config with the options
+// given on the command line (`command`'s) over it.
+EnvConfig env_to_bench(const EnvBenchArgs& args, const CLI::App& command) {
+  if (args.config.empty()) return args.env;
+  std::vector<std::string> overrides;
+  if (command.count("--python") > 0) overrides.push_back("env.python=" + args.env.python);
+  EnvConfig env = load_config(args.config, overrides).env;
+  if (command.count("--env") > 0) env.name = args.env.name;
+  if (command.count("--plugin") > 0) env.plugin = args.env.plugin;
+  if (command.count("--workers") > 0) env.workers = args.env.workers;
+  if (command.count("--num-envs") > 0) env.num_envs = args.env.num_envs;
+  return env;
+}
+
+void bench_env(EnvBenchArgs args, const CLI::App& command) {
+  args.env = env_to_bench(args, command);
   std::latch ready(args.threads);
   std::atomic<bool> go{false}, stop{false};
   std::vector<int64_t> steps(args.threads);
@@ -120,6 +139,10 @@ Command add_bench_command(CLI::App& app) {
   env->add_option("--env", args->env.name, "built-in env name, or a Python env's")
       ->capture_default_str();
   env->add_option("--plugin", args->env.plugin, "env plugin (.so) instead of a built-in env");
+  env->add_option("-c,--config", args->config,
+                  "step the [env] of this config (its name, options, interpreter, K); the "
+                  "options given here override it")
+      ->check(CLI::ExistingFile);
   env->add_option("--python", args->env.python,
                   "interpreter of a Python env (--env gymnasium:<id>)")
       ->capture_default_str();
@@ -148,7 +171,7 @@ Command add_bench_command(CLI::App& app) {
   return {bench,
           [args, env, kernels, run_kernels, ring, run_ring, collective, run_collective, remote,
            run_remote, policy, run_policy, actors, run_actors, learner, run_learner] {
-            if (env->parsed()) bench_env(*args);
+            if (env->parsed()) bench_env(*args, *env);
             if (kernels->parsed()) run_kernels();
             if (ring->parsed()) run_ring();
             if (collective->parsed()) run_collective();
