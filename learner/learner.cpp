@@ -18,13 +18,6 @@ namespace {
 
 int rank_of(const TrainOptions& o) { return o.collective ? o.collective->rank() : 0; }
 
-// Logged at start, so a run can be matched with another system's network.
-int64_t parameter_count(const std::vector<at::Tensor>& parameters) {
-  int64_t n = 0;
-  for (const at::Tensor& p : parameters) n += p.numel();
-  return n;
-}
-
 // This learner's shared memory (`kind`: the ring or the slab), named apart
 // per rank.
 std::string segment_name(const TrainOptions& o, std::string_view kind) {
@@ -93,7 +86,7 @@ void Learner::Loop::start() {
       "a model of {} parameters",
       c.run.name, o_.env.name, o_.run_dir, fleet_.initial_actors(), c.env.num_envs,
       c.actor.unroll_length, c.learner.batch_size, policy_.trainer().device().str(),
-      parameter_count(policy_.trainer().model()->parameters()));
+      policy_.trainer().model()->parameter_count());
   if (c.run.deterministic && !policy_.trainer().device().is_cpu()) {
     spdlog::warn(
         "run.deterministic = true with the learner on {}: untested there (GPU kernels may reduce "

@@ -19,7 +19,7 @@ std::vector<ParameterEntry> parameter_list(PolicyNetImpl& model) {
 
 at::Tensor preprocess_observations(const at::Tensor& obs, const PolicyNetImpl& model) {
   // Byte observations are pixels in [0, 255]: scaled to [0, 1] for either torso.
-  if (obs.scalar_type() == at::kByte) return obs.to(at::kFloat).div(255.0);
+  if (obs.scalar_type() == at::kByte) return obs.to(at::kFloat).div_(255.0);  // a new tensor
   if (!model.normalizes_observations()) return obs;
   return normalize_observations(obs, model.observation_mean().to(obs.device()),
                                 model.observation_var().to(obs.device()),

@@ -44,23 +44,32 @@ def last_line(text):
     return (text.strip().splitlines() or [""])[-1][:300]
 
 
-def sb3_venv(venv, tool):
-    """SB3's venv at `venv` with SB3_PACKAGES (created, or kept when its pins
-    match) and the Zoo's ppo.yml beside it: (python, yml). `tool` names the
-    caller in the one line it exits with when pip fails."""
+def pinned_venv(venv, packages, tool, label, also=""):
+    """The interpreter of the venv at `venv`, created (or kept when every
+    pinned package of `packages` is installed, extras aside, and `also`, a
+    name, is among them) and given `packages`. `tool` names the caller in the
+    one line it exits with when pip fails; `label` the venv in what it prints."""
     python = os.path.join(venv, "bin", "python")
     pip = [python, "-m", "pip"]
     frozen = subprocess.run(pip + ["freeze"], capture_output=True, text=True).stdout \
         if os.path.exists(python) else ""
     frozen = frozen.replace("_", "-").lower()  # pip writes stable_baselines3
-    pinned = [re.sub(r"\[.*\]", "", pkg) for pkg in SB3_PACKAGES if "==" in pkg]  # no extras
-    if not all(pkg.lower() in frozen for pkg in pinned) or "box2d" not in frozen:
-        print(f"# sb3: installing {' '.join(SB3_PACKAGES)} into {venv}", flush=True)
+    pinned = [re.sub(r"\[.*\]", "", pkg) for pkg in packages if "==" in pkg]  # no extras
+    if not all(pkg.lower() in frozen for pkg in pinned) or also not in frozen:
+        print(f"# {label}: installing {' '.join(packages)} into {venv}", flush=True)
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        done = subprocess.run(pip + ["install", "-q", *SB3_PACKAGES], capture_output=True,
-                              text=True)
+        done = subprocess.run(pip + ["install", "-q", *packages], capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"{tool}: pip install: {last_line(done.stderr)}")
+    return python
+
+
+def sb3_venv(venv, tool):
+    """SB3's venv at `venv` with SB3_PACKAGES (created, or kept when its pins
+    match) and the Zoo's ppo.yml beside it: (python, yml). `tool` names the
+    caller in the one line it exits with when pip fails."""
+    python = pinned_venv(venv, SB3_PACKAGES, tool, "sb3", also="box2d")
+    pip = [python, "-m", "pip"]
     yml = os.path.join(venv, f"zoo-ppo-{ZOO.split('==')[1]}.yml")
     if not os.path.exists(yml):
         try:
