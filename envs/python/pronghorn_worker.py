@@ -294,6 +294,11 @@ def episode_value(final_info, key, i, env):
                      f"expected a number (env.episode_info)")
 
 
+def field(what, env):
+    """A field's name in an error: "rewards", "final_obs of env 3"."""
+    return what if env is None else f"{what} of env {env}"
+
+
 class Memory:
     """The shared memory and the NumPy views of it."""
 
@@ -362,6 +367,8 @@ class Worker:
         self.put("rewards", m.rewards, rewards)
         self.put("terminated", m.terminated, terminated)
         self.put("truncated", m.truncated, truncated)
+        if not (m.terminated.any() or m.truncated.any()):
+            return  # most steps: nothing ended
         done = np.logical_or(m.terminated, m.truncated)
         ended = np.flatnonzero(done)
         has_final = info.get("_final_obs")
@@ -372,8 +379,8 @@ class Worker:
             if has_final is None or not has_final[i]:
                 raise ValueError(f"env {self.first + i} ended but the vector env gave no final_obs "
                                  f"for it (not a SAME_STEP autoreset?)")
-            self.put(f"final_obs of env {self.first + i}", m.final_obs[i], info["final_obs"][i])
-        if self.episode_info and len(ended):
+            self.put("final_obs", m.final_obs[i], final[i], env=self.first + i)
+        if self.episode_info:
             final_info = info.get("final_info", {})
             for i in ended:
                 for j, key in enumerate(self.episode_info):
@@ -403,19 +410,22 @@ class Worker:
         finally:
             os.close(fd)
 
-    def put(self, what, into, value):
+    def put(self, what, into, value, env=None):
         """`value` into `into`, of exactly its shape and a kind that casts safely
-        (float64 to float32; never floats into uint8)."""
+        (float64 to float32, bool to uint8; never floats into uint8). On every
+        step: the checks are NumPy's own (copyto's casting rule), and the
+        error's words are made only for an error."""
         np = self.np
-        value = np.asarray(value)
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value)
         if value.shape != into.shape:
-            raise ValueError(f"the env returned {what} of shape {value.shape}, expected "
-                             f"{into.shape}")
-        if not np.can_cast(value.dtype, into.dtype, casting="same_kind") and not (
-                into.dtype == np.uint8 and value.dtype == np.bool_):
-            raise ValueError(f"the env returned {what} of {value.dtype}, expected "
-                             f"{into.dtype}")
-        into[...] = value
+            raise ValueError(f"the env returned {field(what, env)} of shape {value.shape}, "
+                             f"expected {into.shape}")
+        try:
+            np.copyto(into, value, casting="same_kind")
+        except TypeError:
+            raise ValueError(f"the env returned {field(what, env)} of {value.dtype}, expected "
+                             f"{into.dtype}") from None
 
 
 def env_packages(before):
