@@ -184,6 +184,16 @@ TEST(PythonEnvTest, AVectorEnvReturningTheWrongShapeIsNamed) {
                   "step failed: ValueError: the env returned rewards of shape (), expected (2,)");
 }
 
+// Floats are never written into byte observations, whatever they hold.
+TEST(PythonEnvTest, AVectorEnvSteppingFloatsIntoAByteSpaceIsNamed) {
+  use_test_envs();
+  auto env = PythonEnv::start(
+      python_env("python:pronghorn_test_envs:make_float_frames_vector", test_python(), 2), 1);
+  expect_contains(error_of_first_step(*env),
+                  "step failed: ValueError: the env returned observations of float64, expected "
+                  "uint8");
+}
+
 TEST(PythonEnvTest, AnExceptionInStepIsAnErrorWithItsLastLine) {
   use_test_envs();
   EnvConfig config = python_env("python:pronghorn_test_envs:make_walk", test_python(), 2);

@@ -151,4 +151,28 @@ def make_scalar_reward_vector(num_envs=2):
                               autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
 
 
+class ByteWalk(Walk):
+    """A walk seen as bytes: a uint8 observation space."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = spaces.Box(0, 255, (2,), np.uint8)
+
+    def observe(self):
+        return np.array([abs(self.position), min(self.steps, 255)], np.uint8)
+
+
+class FloatFramesVector(gymnasium.vector.SyncVectorEnv):
+    """A vector env of a uint8 space that steps floats: refused."""
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = super().step(actions)
+        return obs.astype(np.float64), rewards, terminated, truncated, info
+
+
+def make_float_frames_vector(num_envs=2):
+    return FloatFramesVector([ByteWalk] * num_envs,
+                             autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
+
+
 not_callable = 3
