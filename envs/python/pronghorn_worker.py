@@ -367,9 +367,9 @@ class Worker:
         self.put("rewards", m.rewards, rewards)
         self.put("terminated", m.terminated, terminated)
         self.put("truncated", m.truncated, truncated)
-        if not (m.terminated.any() or m.truncated.any()):
-            return  # most steps: nothing ended
         done = np.logical_or(m.terminated, m.truncated)
+        if not done.any():
+            return  # most steps: nothing ended
         ended = np.flatnonzero(done)
         has_final = info.get("_final_obs")
         final = info.get("final_obs")
