@@ -2,15 +2,16 @@
 // model/fast_mlp_train.h for the learner):
 //   C [m, n] = op(A)·op(B) + beta·C, row-major float32, op = ᵀ where asked.
 //
-// OpenBLAS's sgemm, except on a CPU with AVX-512 while OpenBLAS runs one
-// thread (an actor; the learner beside one actor on two cores), where
-// Eigen's product compiled for AVX-512 runs instead
-// (model/fast_gemm_avx512.cpp). Debian 12's OpenBLAS 0.3.21 runs its AVX2
-// Haswell kernels on an AMD Zen 4, and there the eight products of a
-// CartPole learner step took Eigen about 0.65× their time (`pronghorn bench
-// policy`, BENCHMARKS.md). On an AVX2 CPU the two were level, so OpenBLAS
-// stays; with several threads OpenBLAS splits a product, Eigen (built
-// without OpenMP) would not.
+// While OpenBLAS runs one thread (an actor; the learner beside actors on
+// two cores), Eigen's product compiled for the widest instruction set the
+// CPU has: AVX-512, else AVX2 + FMA (model/fast_gemm_eigen.cpp). Debian 12's
+// OpenBLAS 0.3.21 runs its AVX2 kernels on both kinds of AMD EPYC measured:
+// on a Zen 4 the eight products of a CartPole learner step took Eigen's
+// AVX-512 about 0.65× their time, and on an AVX2-only EPYC OpenBLAS ran
+// products 256 wide at about 10 GFLOP/s against Eigen's 35 (`pronghorn
+// bench policy`, BENCHMARKS.md). Elsewhere, and with several threads,
+// OpenBLAS: it splits a product over them, Eigen (built without OpenMP)
+// would not.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +26,14 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
 void gemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Whether this CPU (and its OS) runs AVX-512: the condition for calling
-// gemm_avx512() (model/fast_gemm_avx512.h).
+// Whether this CPU (and its OS) runs AVX-512, or AVX2 with FMA: the
+// conditions for calling gemm_avx512() and gemm_avx2()
+// (model/fast_gemm_eigen.h).
 bool has_avx512();
+bool has_avx2();
 
-// Which backend gemm() takes now: "eigen-avx512" or "openblas".
+// Which backend gemm() takes now: "eigen-avx512", "eigen-avx2" or
+// "openblas".
 const char* gemm_backend();
 
 }  // namespace pronghorn::fast_mlp

@@ -12,7 +12,7 @@
 #include <limits>
 #include <string>
 
-#include "model/fast_gemm_avx512.h"
+#include "model/fast_gemm_eigen.h"
 
 namespace pronghorn::fast_mlp {
 namespace {
@@ -27,6 +27,7 @@ void check(const Gemm& f, const std::string& backend) {
       for (float beta : {0.0f, 1.0f, 0.5f}) {
         for (auto [m, n, k] : {std::array<int64_t, 3>{1088, 64, 64},
                                {1088, 2, 64},
+                               {128, 256, 256},
                                {64, 4, 1088},
                                {7, 1, 3},
                                {5, 3, 0}}) {
@@ -62,6 +63,11 @@ TEST(FastGemmTest, OpenBlasProductsMatchLibTorchInFloat64) { check(gemm_openblas
 TEST(FastGemmTest, EigenAvx512ProductsMatchLibTorchInFloat64) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512";
   check(gemm_avx512, "eigen-avx512");
+}
+
+TEST(FastGemmTest, EigenAvx2ProductsMatchLibTorchInFloat64) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 with FMA";
+  check(gemm_avx2, "eigen-avx2");
 }
 
 TEST(FastGemmTest, TheDispatchedProductsMatchLibTorchInFloat64) {

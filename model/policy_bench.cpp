@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "model/fast_gemm.h"
-#include "model/fast_gemm_avx512.h"
+#include "model/fast_gemm_eigen.h"
 
 namespace pronghorn::policy_bench {
 
@@ -36,6 +36,7 @@ ProductTimes time_learner_products(const ModelSpec& model, int64_t rows,
   };
   ProductTimes times;
   times.openblas_us = time(fast_mlp::gemm_openblas);
+  if (fast_mlp::has_avx2()) times.avx2_us = time(fast_mlp::gemm_avx2);
   if (fast_mlp::has_avx512()) times.avx512_us = time(fast_mlp::gemm_avx512);
   return times;
 }

@@ -12,8 +12,8 @@
 
 namespace pronghorn::policy_bench {
 
-// Which backend the fused path's products take here: "eigen-avx512" or
-// "openblas" (model/fast_gemm.h).
+// Which backend the fused path's products take here: "eigen-avx512",
+// "eigen-avx2" or "openblas" (model/fast_gemm.h).
 const char* matrix_product_backend();
 
 // Median wall time of a callable in µs: the bench's own timer.
@@ -21,7 +21,8 @@ using MedianUs = std::function<double(const std::function<void()>&)>;
 
 struct ProductTimes {
   double openblas_us = 0;
-  std::optional<double> avx512_us;  // none where this CPU lacks AVX-512
+  std::optional<double> avx2_us;    // Eigen's; none where this CPU lacks AVX2 and FMA
+  std::optional<double> avx512_us;  // Eigen's; none where this CPU lacks AVX-512
 };
 
 // The matrix products of the learner's fused forward and backward over

@@ -1,11 +1,13 @@
-// Compiled for AVX-512 (model/CMakeLists.txt), so Eigen takes its AVX-512
-// kernels. No other file includes Eigen, so no other copy of its templates
-// exists to be merged with these at link time; the ctest
-// FastGemmAvx512DefinesOnlyItsOwnSymbols checks that, and that this object
-// defines no other symbol an AVX2 file could share (an inline function of
-// the standard library, say), whose AVX-512 copy the linker might keep for
-// the whole program.
-#include "model/fast_gemm_avx512.h"
+// Compiled twice (model/CMakeLists.txt): for AVX-512 as gemm_avx512 and for
+// AVX2 + FMA as gemm_avx2 (PRONGHORN_EIGEN_GEMM), so that Eigen takes that
+// instruction set's kernels. Each copy also renames Eigen's namespace
+// (-DEigen=EigenAvx512, -DEigen=EigenAvx2): the two objects' templates then
+// have names of their own, and the linker cannot keep one copy's AVX-512
+// code for the other's calls. No other file includes Eigen. The ctests
+// FastGemm*DefinesOnlyItsOwnSymbols check both, and that each object defines
+// no other global symbol (an inline function of the standard library, say)
+// whose copy the linker might keep for the whole program.
+#include "model/fast_gemm_eigen.h"
 
 #include <Eigen/Core>
 
@@ -30,8 +32,9 @@ void product(const L& left, const R& right, float beta, Out& c) {
 
 }  // namespace
 
-void gemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void PRONGHORN_EIGEN_GEMM(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                          float* c, int64_t ldc) {
   // op(A) is [m, k]: A itself [m, k], or [k, m] read transposed; so for B.
   const In A(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
   const In B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
@@ -42,10 +45,10 @@ void gemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
   // left operand, which a 4-column C (computed as Cᵀ's rows) leaves empty.
   if (n < 16 && m >= 16 && k > m) {
     // Eigen's own storage: a std::vector would instantiate standard library
-    // code here, compiled for AVX-512 (see the top of the file).
+    // code here, compiled for this copy's instruction set (see the top).
     thread_local RowMajor<float> scratch;
     scratch.resize(n, m);
-    gemm_avx512(!trans_b, !trans_a, n, m, k, b, ldb, a, lda, 0.0f, scratch.data(), m);
+    PRONGHORN_EIGEN_GEMM(!trans_b, !trans_a, n, m, k, b, ldb, a, lda, 0.0f, scratch.data(), m);
     const In transposed(scratch.data(), n, m, Eigen::OuterStride<>(m));
     if (beta == 0.0f) {
       C = transposed.transpose();
