@@ -17,19 +17,6 @@ Backend backend() {
 
 }  // namespace
 
-bool has_avx512() {
-  // The features gemm_avx512 is compiled for (model/CMakeLists.txt).
-  // libgcc's answer includes the OS: it reports AVX-512 only where the OS
-  // saves the wide registers (XCR0).
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  }();
-  return has;
-}
-
 bool has_avx2() {
   // gemm_avx2's features (model/CMakeLists.txt); the OS saves the AVX
   // registers wherever libgcc reports AVX2.
@@ -37,6 +24,16 @@ bool has_avx2() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
+  return has;
+}
+
+bool has_avx512() {
+  // gemm_avx512's features (model/CMakeLists.txt): gemm_avx2's and these.
+  // libgcc's answer includes the OS: it reports AVX-512 only where the OS
+  // saves the wide registers (XCR0).
+  static const bool has = has_avx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
   return has;
 }
 
