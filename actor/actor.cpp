@@ -84,8 +84,11 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
 
   // run.deterministic (ActorOptions::lockstep_unrolls): the version group g
   // is acted with, base + max(0, g − 1), is read before the last unroll of
-  // group g − 1 is committed.
+  // group g − 1 is committed. With learner.on_policy it is base + g, the
+  // policy trained on group g − 1, read after that unroll is committed (the
+  // learner cannot train without it).
   const uint64_t group = o.lockstep_unrolls;
+  const uint64_t lag = o.config.learner.on_policy ? 0 : 1;
   uint64_t base = 0, committed = 0;
   bool lockstep_broken = false;
   if (group > 0) {
@@ -93,6 +96,24 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     load_newest();
     base = version;
   }
+  // Loads group g's version once `unrolls` = g · group are done; false when
+  // the actor should stop instead. The wait is added to `waited`.
+  const auto load_group_policy = [&](uint64_t unrolls, Clock::duration& waited) {
+    const uint64_t want = base + unrolls / group - lag;
+    const auto lockstep_start = Clock::now();
+    if (!wait_for_version(*slab, want, o, stop)) return false;
+    load_newest();
+    waited += Clock::now() - lockstep_start;
+    if (version != want && !std::exchange(lockstep_broken, true)) {
+      // Only after a restart (this actor's or the learner's counting of it).
+      spdlog::warn(
+          "actor {} acts with policy version {} where {} was due: this run is no longer "
+          "deterministic",
+          o.actor_id, version, want);
+    }
+    return true;
+  };
+  Clock::duration on_policy_wait{};  // learner.on_policy: counted in the next unroll's stamp
 
   while (should_run(o, stop)) {
     const auto wait_start = Clock::now();
@@ -101,7 +122,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     if (!slot) continue;
     buffer::SlotStamp stamp{.policy_version = version, .actor = o.actor_id};
     Clock::duration env_time{}, policy_time{};
-    Clock::duration wait_time = Clock::now() - wait_start;
+    Clock::duration wait_time = Clock::now() - wait_start + std::exchange(on_policy_wait, {});
     const buffer::SlotView out(ring->slot_data(*slot), ring->layout());
     uint8_t* obs = out.obs;
     uint32_t episodes = 0;
@@ -135,23 +156,10 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       ring->abandon(*slot);
       return;
     }
-    if (group > 0 && (committed + 1) % group == 0) {
-      const uint64_t next_group = (committed + 1) / group;
-      const uint64_t want = base + next_group - 1;
-      const auto lockstep_start = Clock::now();
-      if (!wait_for_version(*slab, want, o, stop)) {
-        ring->abandon(*slot);
-        return;
-      }
-      load_newest();
-      wait_time += Clock::now() - lockstep_start;
-      if (version != want && !std::exchange(lockstep_broken, true)) {
-        // Only after a restart (this actor's or the learner's counting of it).
-        spdlog::warn(
-            "actor {} acts with policy version {} where {} was due: this run is no "
-            "longer deterministic",
-            o.actor_id, version, want);
-      }
+    const bool group_done = group > 0 && (committed + 1) % group == 0;
+    if (group_done && lag == 1 && !load_group_policy(committed + 1, wait_time)) {
+      ring->abandon(*slot);
+      return;
     }
     ++committed;
     std::memcpy(last_obs.data(), obs + T * obs_row, obs_row);
@@ -160,6 +168,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
     stamp.policy_us = microseconds(policy_time);
     stamp.wait_us = microseconds(wait_time);
     ring->commit(*slot, stamp);
+    if (group_done && lag == 0 && !load_group_policy(committed, on_policy_wait)) return;
   }
 }
 

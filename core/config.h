@@ -97,6 +97,11 @@ struct LearnerConfig {
   // CleanRL's PPO draw their minibatches (PPO on GAE, feed-forward models:
   // then minibatches must divide the batch's T·B·K steps).
   Shuffle shuffle = Shuffle::kColumns;
+  // Each batch acted by the very policy that then trains on it (lag 0, PPO
+  // as published), not by the one before (lag 1, while the learner trains on
+  // the last batch): actors wait while the learner trains. With
+  // run.deterministic, whose fixed actor order it uses.
+  bool on_policy = false;
 };
 
 struct LossConfig {
@@ -163,6 +168,10 @@ struct ModelConfig {
   // on the policy's: separate actor and critic, as CleanRL's and
   // Stable-Baselines3's continuous-control PPO. MLP policies without a core.
   bool separate_value = false;
+  // The value torso's widths (model.separate_value); empty: model.hidden's.
+  // Andrychowicz et al. (2021) recommend one wider than the policy's (not
+  // better on HalfCheetah's preset here: BENCHMARKS.md).
+  std::vector<int64_t> value_hidden;
   // Float observations normalised by a running mean and variance before the
   // network, then clipped to ±observation_clip (model/observation_norm.h):
   // the learner updates the statistics from each batch and publishes them

@@ -227,6 +227,11 @@ void config_schema::check_combinations(const Config& c) {
   }
   check_distributed(c.distributed);
   if (c.run.deterministic) check_deterministic(c);
+  if (c.learner.on_policy && !c.run.deterministic) {
+    fail(
+        "learner.on_policy = true: expected run.deterministic = true (actors wait for the policy "
+        "of each batch in its fixed actor order)");
+  }
   // Each learner would learn its own statistics from its own batches, and the
   // replicas must stay the same policy.
   if (c.model.normalize_observations && c.distributed.world_size && *c.distributed.world_size > 1) {

@@ -58,7 +58,12 @@ Shapes layout_parameters(const ModelSpec& spec) {
   }
   out["policy.weight"] = {spec.actions, W};
   out["policy.bias"] = {spec.actions};
-  out["value.weight"] = {1, W};
+  // The value head on the value torso's last Linear (model.value_hidden), if any.
+  int64_t value_in = W;
+  for (const TorsoLayer& l : layout.value_torso) {
+    if (l.kind == TorsoLayer::Kind::kLinear) value_in = l.out;
+  }
+  out["value.weight"] = {1, value_in};
   out["value.bias"] = {1};
   if (spec.continuous) out["log_std"] = {spec.actions};
   return out;
@@ -99,6 +104,8 @@ std::vector<Case> cases() {
   lstm.core_hidden = 8;
   ModelConfig separate;
   separate.separate_value = true;
+  ModelConfig value_hidden = separate;
+  value_hidden.value_hidden = {5, 7, 3};
   EnvSpec continuous = env_of({3}, 1);
   continuous.action_kind = ActionKind::kContinuous;
   continuous.action_low = {-2};
@@ -111,6 +118,7 @@ std::vector<Case> cases() {
       make_case("lstm", env_of({4}, 2), lstm),
       make_case("gaussian", continuous, mlp),
       make_case("separate_value", continuous, separate),
+      make_case("value_hidden", continuous, value_hidden),
   };
 }
 

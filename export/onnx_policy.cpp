@@ -239,9 +239,10 @@ std::string onnx_policy(const ModelSpec& spec, const EnvSpec& env, const Safeten
            {}, "log_std");
     add_value_info(*graph.mutable_output(), "log_std", pb::TensorProto::FLOAT, {A});
   }
-  const std::string v =
-      g.node("Gemm", {value_x, g.parameter("value.weight", {1, W}), g.parameter("value.bias", {1})},
-             {int_attribute("transB", 1)});
+  const std::string v = g.node("Gemm",
+                               {value_x, g.parameter("value.weight", {1, layout.value_width}),
+                                g.parameter("value.bias", {1})},
+                               {int_attribute("transB", 1)});
   g.node("Squeeze", {v, g.constant_ints("value_axes", {1})}, {}, "value");
   add_value_info(*graph.mutable_output(), "value", pb::TensorProto::FLOAT, {});
   if (layout.core_hidden > 0) {

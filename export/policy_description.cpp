@@ -90,6 +90,8 @@ std::string policy_description(const ModelSpec& spec, const EnvSpec& env,
   for (const TorsoLayer& layer : layout.torso) torso.push_back(torso_layer(layer));
   toml::table heads{{"policy", "policy"}, {"value", "value"}, {"width", layout.head_width}};
   if (spec.continuous) heads.insert("log_std", "log_std");
+  // model.value_hidden: the value head's input is the value torso's last width.
+  if (!layout.value_torso.empty()) heads.insert("value_width", layout.value_width);
   toml::array value_torso;
   for (const TorsoLayer& layer : layout.value_torso) value_torso.push_back(torso_layer(layer));
 

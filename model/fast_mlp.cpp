@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/fast_math.h"
@@ -186,35 +187,36 @@ FastMlp::FastMlp(const ModelSpec& spec, uint64_t seed) : spec_(spec), rng_(seed)
   // the policy head, the value head.
   const int64_t log_std_at = 0;
   int64_t offset = spec.continuous ? actions_ : 0, width = inputs_;
-  const auto add_layers = [&](std::vector<Layer>& into) {
+  const auto add_layers = [&](std::vector<Layer>& into, const std::vector<int64_t>& widths) {
     width = inputs_;
-    for (int64_t units : spec.hidden) {
+    for (int64_t units : widths) {
       into.push_back({width, units, offset, offset + units * width});
       offset += units * width + units;
       width = units;
     }
   };
-  add_layers(torso_);
-  if (spec.separate_value) add_layers(value_torso_);
+  add_layers(torso_, spec.hidden);
   width_ = width;
+  if (spec.separate_value) add_layers(value_torso_, spec.value_widths());
+  value_width_ = width;
   policy_at_ = offset;
-  value_at_ = policy_at_ + actions_ * width + actions_;
-  params_.assign(value_at_ + width + 1, 0.0f);
+  value_at_ = policy_at_ + actions_ * width_ + actions_;
+  params_.assign(value_at_ + value_width_ + 1, 0.0f);
   log_std_ = spec.continuous ? params_.data() + log_std_at : nullptr;
-  head_weight_.assign(head_width_ * width, 0.0f);
+  head_weight_.assign(actions_ * width_ + value_width_, 0.0f);
   head_bias_.assign(head_width_, 0.0f);
 }
 
 void FastMlp::load(const float* flat) {
   std::copy(flat, flat + params_.size(), params_.begin());
-  const int64_t h = width_;
-  // Policy weight [A, H] and bias [A], then value weight [1, H] and bias [1].
+  const int64_t h = width_, hv = value_width_;
+  // Policy weight [A, H] and bias [A], then value weight [1, Hv] and bias [1].
   const float* p = params_.data() + policy_at_;
   const float* v = params_.data() + value_at_;
   std::copy(p, p + actions_ * h, head_weight_.begin());
-  std::copy(v, v + h, head_weight_.begin() + actions_ * h);
+  std::copy(v, v + hv, head_weight_.begin() + actions_ * h);
   std::copy(p + actions_ * h, p + actions_ * h + actions_, head_bias_.begin());
-  head_bias_[actions_] = v[h];
+  head_bias_[actions_] = v[hv];
 }
 
 void FastMlp::load(PolicyNetImpl& model) {
@@ -228,7 +230,9 @@ void FastMlp::load(PolicyNetImpl& model) {
 void FastMlp::reserve_rows(int64_t rows) {
   if (rows <= capacity_) return;  // the steady state: no allocation
   int64_t widest = 1;             // a model without hidden layers uses no hidden buffer
-  for (const Layer& layer : torso_) widest = std::max(widest, layer.out);  // value_torso_'s alike
+  for (const auto* layers : {&torso_, &value_torso_}) {
+    for (const Layer& layer : *layers) widest = std::max(widest, layer.out);
+  }
   for (auto& buffer : hidden_) buffer.resize(rows * widest);
   head_.resize(rows * head_width_);
   noise_.resize(rows * std::max<int64_t>(1, actions_));
@@ -236,7 +240,7 @@ void FastMlp::reserve_rows(int64_t rows) {
   capacity_ = rows;
 }
 
-void FastMlp::forward(const float* obs, int64_t rows) {
+void FastMlp::forward(const float* obs, int64_t rows, bool with_value) {
   PRONGHORN_CHECK(rows >= 0, "fused MLP path: ", rows, " rows");
   reserve_rows(rows);
   rows_ = rows;
@@ -248,9 +252,15 @@ void FastMlp::forward(const float* obs, int64_t rows) {
   } else {  // the policy rows on the torso, the value row on the value torso
     fast_mlp::gemm(false, true, rows, actions_, width_, x, width_, head_weight_.data(), width_,
                    0.0f, head_.data(), head_width_);
-    x = hidden_rows(value_torso_, obs, rows);
-    fast_mlp::gemm(false, true, rows, 1, width_, x, width_, head_weight_.data() + actions_ * width_,
-                   width_, 0.0f, head_.data() + actions_, head_width_);
+    if (with_value) {
+      x = hidden_rows(value_torso_, obs, rows);
+      fast_mlp::gemm(false, true, rows, 1, value_width_, x, value_width_,
+                     head_weight_.data() + actions_ * width_, value_width_, 0.0f,
+                     head_.data() + actions_, head_width_);
+    } else {  // NaN, so that a reader of value() cannot take it for one
+      for (int64_t r = 0; r < rows; ++r)
+        head_[r * head_width_ + actions_] = std::numeric_limits<float>::quiet_NaN();
+    }
   }
   fast_mlp::add_bias(head_.data(), head_bias_.data(), rows, head_width_);
 }

@@ -60,7 +60,9 @@ class FastMlp {
 
   // Runs the network on `rows` observations [rows, obs...] (float32,
   // contiguous). The outputs below stay valid until the next call.
-  void forward(const float* obs, int64_t rows);
+  // with_value = false skips the value torso (model.separate_value; value()
+  // is then NaN): acting needs only the policy.
+  void forward(const float* obs, int64_t rows, bool with_value = true);
   float logit(int64_t row, int64_t a) const { return head_[row * head_width_ + a]; }
   float value(int64_t row) const { return head_[row * head_width_ + actions_]; }
   float log_std(int64_t d) const { return log_std_[d]; }
@@ -73,7 +75,7 @@ class FastMlp {
   // forward() then sample(): the actor's step.
   void act(const float* obs, int64_t rows, const EnvSpec& env, bool greedy,
            const ActionsOut& into) {
-    forward(obs, rows);
+    forward(obs, rows, /*with_value=*/false);
     sample(env, greedy, into);
   }
 
@@ -93,17 +95,18 @@ class FastMlp {
   std::vector<Layer> torso_;                           // the hidden layers
   std::vector<Layer> value_torso_;                     // model.separate_value: the value's own
   int64_t width_ = 0;                                  // of the last hidden layer (H)
-  int64_t policy_at_ = 0, value_at_ = 0;               // the heads' offsets in params_
-  std::vector<float> params_;                          // PolicyNet's flat layout
-  std::vector<float> head_weight_;  // [A + 1, H]: policy rows, then the value row
-  std::vector<float> head_bias_;    // [A + 1]
-  const float* log_std_ = nullptr;  // [D] in params_ (Gaussian)
-  int64_t rows_ = 0;                // of the last forward()
-  int64_t capacity_ = 0;            // rows the buffers hold
-  std::vector<float> hidden_[2];    // [rows, widest layer], ping-pong
-  std::vector<float> head_;         // [rows, A + 1]
-  std::vector<float> noise_;        // [rows, max(1, D)] uniforms or standard normals
-  std::vector<int32_t> taken_;      // [rows] scratch for discrete actions
+  int64_t value_width_ = 0;  // the value head's input (Hv): the value torso's last, else H
+  int64_t policy_at_ = 0, value_at_ = 0;  // the heads' offsets in params_
+  std::vector<float> params_;             // PolicyNet's flat layout
+  std::vector<float> head_weight_;        // policy rows [A, H], then the value row [Hv]
+  std::vector<float> head_bias_;          // [A + 1]
+  const float* log_std_ = nullptr;        // [D] in params_ (Gaussian)
+  int64_t rows_ = 0;                      // of the last forward()
+  int64_t capacity_ = 0;                  // rows the buffers hold
+  std::vector<float> hidden_[2];          // [rows, widest layer], ping-pong
+  std::vector<float> head_;               // [rows, A + 1]
+  std::vector<float> noise_;              // [rows, max(1, D)] uniforms or standard normals
+  std::vector<int32_t> taken_;            // [rows] scratch for discrete actions
   std::mt19937_64 rng_;
 };
 

@@ -22,17 +22,27 @@ constexpr auto kAuto = ModelConfig::FastPath::kAuto;
 struct Case {
   bool continuous;
   Activation activation;
-  bool separate_value = false;  // the value head on a torso of its own
+  bool separate_value = false;             // the value head on a torso of its own
+  std::vector<int64_t> value_hidden = {};  // its widths (model.value_hidden); empty: hidden's
   std::string name() const {
-    return std::string(continuous ? "gaussian" : "categorical") +
-           (activation == Activation::kRelu ? "_relu" : "_tanh") +
-           (separate_value ? "_separate_value" : "");
+    std::string name = std::string(continuous ? "gaussian" : "categorical") +
+                       (activation == Activation::kRelu ? "_relu" : "_tanh") +
+                       (separate_value ? "_separate_value" : "");
+    for (int64_t w : value_hidden) name += "_" + std::to_string(w);
+    return name;
   }
 };
 
-const Case kCases[] = {{false, Activation::kTanh},       {false, Activation::kRelu},
-                       {true, Activation::kTanh},        {true, Activation::kRelu},
-                       {false, Activation::kTanh, true}, {true, Activation::kRelu, true}};
+// The last two: a value torso deeper and wider than the policy's [32, 16],
+// then one narrower, so that a value head read at the policy's width fails.
+const Case kCases[] = {{false, Activation::kTanh},
+                       {false, Activation::kRelu},
+                       {true, Activation::kTanh},
+                       {true, Activation::kRelu},
+                       {false, Activation::kTanh, true},
+                       {true, Activation::kRelu, true},
+                       {true, Activation::kTanh, true, {24, 40, 48}},
+                       {false, Activation::kRelu, true, {8}}};
 
 EnvSpec env_for(const Case& c) {
   EnvSpec env;
@@ -55,6 +65,7 @@ PolicyNet random_net(const Case& c, const EnvSpec& env, uint64_t seed) {
   config.hidden = {32, 16};
   config.activation = c.activation;
   config.separate_value = c.separate_value;
+  config.value_hidden = c.value_hidden;
   torch::manual_seed(static_cast<int64_t>(seed));
   PolicyNet net(model_spec_for(env, config));
   torch::NoGradGuard no_grad;

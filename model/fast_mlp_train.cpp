@@ -199,8 +199,8 @@ std::vector<at::Tensor> mlp_parameters(PolicyNetImpl& model) {
   const ModelSpec& spec = model.spec();
   std::vector<at::Tensor> params = model.parameters();
   if (spec.continuous) params.erase(params.begin());  // log_std: the module's own, first
-  const size_t torsos = spec.separate_value ? 2 : 1;
-  const size_t expected = torsos * 2 * spec.hidden.size() + 4;
+  const size_t value_torso = spec.separate_value ? 2 * spec.value_widths().size() : 0;
+  const size_t expected = 2 * spec.hidden.size() + value_torso + 4;
   return params.size() == expected ? params : std::vector<at::Tensor>{};
 }
 
@@ -237,8 +237,9 @@ PolicyOutput fused_forward(PolicyNetImpl& model, const at::Tensor& obs) {
     // Two MLPs on the same input, each with one head: the policy's torso and
     // head, the value torso and the value head.
     const size_t torso = 2 * model.spec().hidden.size();
+    const size_t value_torso = 2 * model.spec().value_widths().size();
     std::vector<at::Tensor> policy(params.begin(), params.begin() + torso);
-    std::vector<at::Tensor> value(params.begin() + torso, params.begin() + 2 * torso);
+    std::vector<at::Tensor> value(params.begin() + torso, params.begin() + torso + value_torso);
     policy.insert(policy.end(), params.end() - 4, params.end() - 2);
     value.insert(value.end(), params.end() - 2, params.end());
     result.logits = FusedMlp::apply(x, relu, int64_t{1}, at::TensorList(policy))[0];

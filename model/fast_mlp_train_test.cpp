@@ -18,9 +18,10 @@ using Activation = ModelConfig::Activation;
 constexpr auto kAuto = ModelConfig::FastPath::kAuto;
 
 PolicyNet random_net(bool continuous, Activation activation, uint64_t seed,
-                     bool separate_value = false) {
+                     bool separate_value = false, std::vector<int64_t> value_hidden = {}) {
   ModelSpec spec;
   spec.separate_value = separate_value;
+  spec.value_hidden = std::move(value_hidden);
   spec.obs_shape = {2, 3};
   spec.actions = continuous ? 3 : 5;
   spec.continuous = continuous;
@@ -49,17 +50,22 @@ double relative_error(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b).abs().max().item<double>() / scale;
 }
 
-// With a shared torso and with model.separate_value (a value torso of its own).
+// With a shared torso and with model.separate_value (a value torso of its own,
+// of the policy's widths and of model.value_hidden's, deeper and wider).
 TEST(FastMlpTrainTest, OutputsGradientsAndOneAdamStepMatchPolicyNetInFloat64) {
   for (bool continuous : {false, true}) {
     for (Activation activation : {Activation::kTanh, Activation::kRelu}) {
-      for (int64_t rows : {1, 300, 700}) {  // 700: three blocks of rows, the last partial
-        for (bool separate : {false, true}) {
+      for (int64_t rows : {1, 300, 700}) {   // 700: three blocks of rows, the last partial
+        for (int value_torso : {0, 1, 2}) {  // none, hidden's widths, [24, 40, 48]
+          const bool separate = value_torso > 0;
+          const std::vector<int64_t> value_hidden =
+              value_torso == 2 ? std::vector<int64_t>{24, 40, 48} : std::vector<int64_t>{};
           const std::string what = std::string(continuous ? "gaussian" : "categorical") +
                                    (activation == Activation::kRelu ? " relu" : " tanh") +
                                    " rows " + std::to_string(rows) +
-                                   (separate ? " separate value" : "");
-          PolicyNet net = random_net(continuous, activation, 21, separate);
+                                   (separate ? " separate value" : "") +
+                                   (value_torso == 2 ? " [24, 40, 48]" : "");
+          PolicyNet net = random_net(continuous, activation, 21, separate, value_hidden);
           PolicyNet ref = testing::float64_copy(net);
           const int64_t A = net->spec().actions;
           const at::Tensor obs = at::randn({rows, 2, 3});

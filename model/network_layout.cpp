@@ -84,7 +84,7 @@ NetworkLayout network_layout(const ModelSpec& spec) {
   }
   if (spec.separate_value) {
     int64_t in = input_width;
-    for (int64_t units : spec.hidden) {
+    for (int64_t units : spec.value_widths()) {
       for (TorsoLayer layer : {TorsoLayer{.kind = Kind::kLinear, .in = in, .out = units},
                                TorsoLayer{.kind = activation}}) {
         layer.name = "value_torso." + std::to_string(layout.value_torso.size());
@@ -96,6 +96,9 @@ NetworkLayout network_layout(const ModelSpec& spec) {
   layout.torso_width = width;
   layout.core_hidden = spec.core_hidden;
   layout.head_width = spec.core_hidden > 0 ? spec.core_hidden : width;
+  // The value torso's last Linear (each is followed by its activation).
+  layout.value_width =
+      layout.value_torso.empty() ? layout.head_width : layout.value_torso.end()[-2].out;
   return layout;
 }
 

@@ -47,6 +47,7 @@ struct NetworkLayout {
   int64_t torso_width = 0;  // features out of the torso
   int64_t core_hidden = 0;  // the LSTM core's width (parameters "core.weight_ih" …); 0 = none
   int64_t head_width = 0;   // features into the heads: core_hidden, else torso_width
+  int64_t value_width = 0;  // features into the value head: the value torso's, else head_width
 };
 
 // The layers `spec` makes, in PolicyNetImpl's order.

@@ -45,6 +45,11 @@ ModelSpec model_spec_for(const EnvSpec& env, const ModelConfig& config) {
   spec.normalize_observations = config.normalize_observations;
   spec.observation_clip = config.observation_clip;
   spec.separate_value = config.separate_value;
+  spec.value_hidden = config.value_hidden;
+  PRONGHORN_CHECK(
+      spec.separate_value || config.value_hidden.empty() || config.value_hidden == config.hidden,
+      "model.value_hidden is set: expected model.separate_value = true (the value "
+      "head otherwise sits on the policy's torso, of model.hidden's widths)");
   PRONGHORN_CHECK(!spec.separate_value || (!spec.pixels && spec.core_hidden == 0),
                   "model.separate_value = true: expected an MLP policy without a core (env ",
                   env.name, spec.pixels ? " gives images: a CNN" : "",
@@ -123,7 +128,7 @@ PolicyNetImpl::PolicyNetImpl(const ModelSpec& spec) : spec_(spec) {
     width = spec.core_hidden;
   }
   policy_ = register_module("policy", torch::nn::Linear(width, spec.actions));
-  value_ = register_module("value", torch::nn::Linear(width, 1));
+  value_ = register_module("value", torch::nn::Linear(layout.value_width, 1));
   if (spec.continuous) {
     log_std_ = register_parameter("log_std", at::full({spec.actions}, spec.log_std_init));
   }

@@ -44,7 +44,11 @@ struct ModelSpec {
   // network (model/observation_norm.h), clipped to ±observation_clip.
   bool normalize_observations = false;
   double observation_clip = 10.0;
-  bool separate_value = false;  // the value head on a torso of its own
+  bool separate_value = false;        // the value head on a torso of its own
+  std::vector<int64_t> value_hidden;  // that torso's widths; empty: hidden's
+  const std::vector<int64_t>& value_widths() const {
+    return value_hidden.empty() ? hidden : value_hidden;
+  }
 };
 
 // The model an env needs: its observation and action spaces, and the config.

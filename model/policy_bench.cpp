@@ -12,24 +12,37 @@ const char* matrix_product_backend() { return fast_mlp::gemm_backend(); }
 
 ProductTimes time_learner_products(const ModelSpec& model, int64_t rows,
                                    const MedianUs& median_us) {
-  std::vector<int64_t> width = {1};
-  for (int64_t d : model.obs_shape) width[0] *= d;
-  width.insert(width.end(), model.hidden.begin(), model.hidden.end());
-  width.push_back(model.actions);  // the policy head
+  int64_t inputs = 1;
+  for (int64_t d : model.obs_shape) inputs *= d;
+  // The widths of each MLP: the policy's torso and head, and
+  // (model.separate_value) the value's torso and head.
+  std::vector<std::vector<int64_t>> mlps = {{inputs}};
+  mlps[0].insert(mlps[0].end(), model.hidden.begin(), model.hidden.end());
+  mlps[0].push_back(model.actions);
+  if (model.separate_value) {
+    mlps.push_back({inputs});
+    const std::vector<int64_t>& value = model.value_widths();
+    mlps[1].insert(mlps[1].end(), value.begin(), value.end());
+    mlps[1].push_back(1);
+  }
   int64_t widest = 1;
-  for (int64_t w : width) widest = std::max(widest, w);
+  for (const auto& width : mlps) {
+    for (int64_t w : width) widest = std::max(widest, w);
+  }
   std::vector<float> x(rows * widest, 0.5f), y(rows * widest), w(widest * widest, 0.01f),
       dw(widest * widest);
   using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                         int64_t, float, float*, int64_t);
   auto time = [&](Gemm gemm) {
     return median_us([&] {
-      for (size_t l = 0; l + 1 < width.size(); ++l) {
-        const int64_t in = width[l], out = width[l + 1];
-        gemm(false, true, rows, out, in, x.data(), in, w.data(), in, 0.0f, y.data(), out);
-        gemm(true, false, out, in, rows, y.data(), out, x.data(), in, 1.0f, dw.data(), in);
-        if (l > 0) {
-          gemm(false, false, rows, in, out, y.data(), out, w.data(), in, 0.0f, x.data(), in);
+      for (const auto& width : mlps) {
+        for (size_t l = 0; l + 1 < width.size(); ++l) {
+          const int64_t in = width[l], out = width[l + 1];
+          gemm(false, true, rows, out, in, x.data(), in, w.data(), in, 0.0f, y.data(), out);
+          gemm(true, false, out, in, rows, y.data(), out, x.data(), in, 1.0f, dw.data(), in);
+          if (l > 0) {
+            gemm(false, false, rows, in, out, y.data(), out, w.data(), in, 0.0f, x.data(), in);
+          }
         }
       }
     });

@@ -165,6 +165,37 @@ TEST(ModelTest, NatureCnnRefusesFramesSmallerThan36) {
             (at::IntArrayRef{1, 3}));
 }
 
+// model.value_hidden sizes the value's own torso; without one there is
+// nothing to size, which is one line rather than a silently ignored key.
+TEST(ModelTest, ValueHiddenSizesTheValueTorsoAndNeedsOne) {
+  EnvSpec env;
+  env.name = "test";
+  env.obs_shape = {3};
+  env.action_size = 2;
+  ModelConfig config;
+  config.hidden = {8, 8};
+  config.value_hidden = {16, 4, 6};
+  try {
+    model_spec_for(env, config);
+    FAIL() << "model.value_hidden accepted without model.separate_value";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.value_hidden is set: expected "
+                                         "model.separate_value = true"),
+              std::string::npos)
+        << e.what();
+  }
+  config.separate_value = true;
+  PolicyNet net(model_spec_for(env, config));
+  const auto params = net->named_parameters();
+  EXPECT_EQ(params["torso.2.weight"].sizes(), (at::IntArrayRef{8, 8}));
+  EXPECT_EQ(params["value_torso.0.weight"].sizes(), (at::IntArrayRef{16, 3}));
+  EXPECT_EQ(params["value_torso.2.weight"].sizes(), (at::IntArrayRef{4, 16}));
+  EXPECT_EQ(params["value_torso.4.weight"].sizes(), (at::IntArrayRef{6, 4}));
+  EXPECT_EQ(params["value.weight"].sizes(), (at::IntArrayRef{1, 6}));
+  EXPECT_EQ(params["policy.weight"].sizes(), (at::IntArrayRef{2, 8}));
+  EXPECT_EQ(net->forward(at::rand({5, 3})).value.sizes(), (at::IntArrayRef{5}));
+}
+
 // The MLP's tanh is our own loop with its own autograd: outputs and every
 // parameter's gradient against the same network written with stock ops in
 // float64.

@@ -1,7 +1,8 @@
 // run.deterministic end to end, as real processes: the same config and seed
 // run twice give the same checkpoints, byte for byte (CartPole to solved,
-// Pendulum for 2 M steps, two actors each); what it cannot hold is refused
-// with one line; an actor that dies ends the job.
+// Pendulum for 2 M steps, two actors each); learner.on_policy acts each batch
+// with the policy that trains on it; what it cannot hold is refused with one
+// line; an actor that dies ends the job.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -88,6 +89,27 @@ TEST(DeterministicTest, TwoPendulumRunsOfTwoMillionStepsWriteTheSameCheckpoints)
   expect_same_checkpoints(a, b);
 }
 
+// learner.on_policy: every batch's unrolls were acted by the policy version
+// the learner trains them from (lag 0), where run.deterministic alone acts
+// each with the version before (lag 1, while the learner trains on the last
+// batch); the run stays deterministic.
+TEST(DeterministicTest, OnPolicyActsEachBatchWithThePolicyThatTrainsOnIt) {
+  TrainRun run;
+  const std::string ppo = kDeterministic + "-c " + PRONGHORN_SOURCE_DIR +
+                          "/configs/cartpole_ppo.toml --set learner.batch_size=2 "
+                          "--set learner.ring_slots=4 --set run.total_steps=60000 "
+                          "--set run.target_return=0 --set run.report_interval_s=0.05 ";
+  const auto [a, b] = run_twice(run, ppo + "--set learner.on_policy=true");
+  expect_same_checkpoints(a, b);
+  const double batches = last_metric(run.dir + "-a", "learner_steps");
+  EXPECT_GE(batches, 100) << "2 actors × 8 envs × 32 steps a batch of 60 000 steps";
+  EXPECT_EQ(last_metric(run.dir + "-a", "policy_lag_max"), 0);
+  const Outcome lagged = train(run.dir + "-c", ppo);
+  EXPECT_EQ(lagged.code, 0) << lagged.output;
+  EXPECT_EQ(last_metric(run.dir + "-c", "policy_lag_max"), 1);
+  EXPECT_NE(lagged.checkpoints, a.checkpoints) << "the lag changes what is trained";
+}
+
 // A refusal's lines, less the info lines of a start that swept another run's
 // shared memory (a test beside this one may have just killed its learner).
 std::vector<std::string> refusal_lines(const std::string& output) {
@@ -119,6 +141,11 @@ TEST(DeterministicTest, WhatItCannotHoldIsRefusedInOneLine) {
     EXPECT_NE(o.output.find(c.expected), std::string::npos) << c.args << "\n" << o.output;
     EXPECT_EQ(refusal_lines(o.output).size(), 1u) << c.args << "\n" << o.output;
   }
+  const Outcome o = train(run.dir, "--set learner.on_policy=true");
+  EXPECT_EQ(o.code, 2) << o.output;
+  EXPECT_NE(o.output.find("learner.on_policy = true: expected run.deterministic = true"),
+            std::string::npos)
+      << o.output;
 }
 
 // The actor processes among `pid`'s children, by their command line.

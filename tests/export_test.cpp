@@ -142,15 +142,18 @@ TEST(ExportTest, NormalisedObservationsOnEitherPathMatchTheBinary) {
 }
 
 // model.separate_value: the value head on its own MLP, with observation
-// normalisation, as the MuJoCo presets run it, on both paths.
+// normalisation, as the MuJoCo presets run it, on both paths; the value MLP
+// of other widths than the policy's (model.value_hidden), so that a value
+// head read at the policy's width fails.
 TEST(ExportTest, ASeparateValueNetworkMatchesTheBinary) {
   ExportRun r;
-  ASSERT_NO_FATAL_FAILURE(
-      r.train_and_export("pendulum.toml",
-                         "--set run.total_steps=20000 --set model.separate_value=true "
-                         "--set model.normalize_observations=true"));
+  ASSERT_NO_FATAL_FAILURE(r.train_and_export(
+      "pendulum.toml",
+      "--set run.total_steps=20000 --set model.separate_value=true "
+      "--set model.normalize_observations=true --set 'model.value_hidden=[32,48,16]'"));
   const std::string json = shell("cat " + r.out + "/policy.json").second;
   EXPECT_NE(json.find("\"value_torso\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"value_width\" : 16"), std::string::npos) << json;
   EXPECT_EQ(r.check_forward(2, 5), "1");
   EXPECT_EQ(r.check_forward(2, 5, "off"), "0");
 }

@@ -157,6 +157,8 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
   command->add_option("--hidden", args->model.hidden, "MLP hidden widths")->capture_default_str();
   command->add_flag("--separate-value", args->model.separate_value,
                     "the value head on an MLP of its own (model.separate_value)");
+  command->add_option("--value-hidden", args->model.value_hidden,
+                      "that MLP's widths (model.value_hidden; default: --hidden's)");
   command->add_option("--repeats", args->repeats, "timed steps per figure (median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -182,6 +184,7 @@ CLI::App* add_bench_policy(CLI::App& bench, std::function<void()>& run) {
     config.env.name = args->env.name;
     config.model.hidden = args->model.hidden;
     config.model.separate_value = args->model.separate_value;
+    config.model.value_hidden = args->model.value_hidden;
     bench_learner_step(config, std::max(3, args->repeats / 10));
   };
   return command;
