@@ -16,15 +16,14 @@ ProductTimes time_learner_products(const ModelSpec& model, int64_t rows,
   for (int64_t d : model.obs_shape) inputs *= d;
   // The widths of each MLP: the policy's torso and head, and
   // (model.separate_value) the value's torso and head.
-  std::vector<std::vector<int64_t>> mlps = {{inputs}};
-  mlps[0].insert(mlps[0].end(), model.hidden.begin(), model.hidden.end());
-  mlps[0].push_back(model.actions);
-  if (model.separate_value) {
-    mlps.push_back({inputs});
-    const std::vector<int64_t>& value = model.value_widths();
-    mlps[1].insert(mlps[1].end(), value.begin(), value.end());
-    mlps[1].push_back(1);
-  }
+  const auto mlp = [inputs](const std::vector<int64_t>& hidden, int64_t head) {
+    std::vector<int64_t> widths = {inputs};
+    widths.insert(widths.end(), hidden.begin(), hidden.end());
+    widths.push_back(head);
+    return widths;
+  };
+  std::vector<std::vector<int64_t>> mlps = {mlp(model.hidden, model.actions)};
+  if (model.separate_value) mlps.push_back(mlp(model.value_widths(), 1));
   int64_t widest = 1;
   for (const auto& width : mlps) {
     for (int64_t w : width) widest = std::max(widest, w);
