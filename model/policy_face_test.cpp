@@ -208,6 +208,29 @@ TEST(PolicyFaceTest, PixelsAreScaledBeforeTheNetwork) {
   }
 }
 
+// The CNN's pixels are scaled in one pass into channels-last memory: exactly
+// LibTorch's x / 255 at every pixel, for one, three and four channels; an MLP
+// over pixels takes them in their own layout.
+TEST(PolicyFaceTest, CnnPixelsArriveScaledInChannelsLastMemory) {
+  for (const int64_t channels : {1, 3, 4}) {
+    EnvSpec env = pixel_env();
+    env.obs_shape = {channels, 12, 10};
+    PolicyNet cnn = random_net(env, {}, 2);
+    const at::Tensor frames = at::randint(0, 256, {3, channels, 12, 10}).to(at::kByte);
+    const at::Tensor input = preprocess_observations(frames, *cnn);
+    EXPECT_TRUE(input.is_contiguous(at::MemoryFormat::ChannelsLast)) << channels;
+    EXPECT_TRUE(at::equal(input, frames.to(at::kFloat).div_(255.0))) << channels;
+  }
+  ModelConfig mlp;
+  mlp.kind = ModelConfig::Kind::kMlp;
+  mlp.hidden = {16};
+  PolicyNet over_pixels = random_net(pixel_env(), mlp, 2);
+  const at::Tensor frames = at::randint(0, 256, {3, 1, 16, 16}).to(at::kByte);
+  const at::Tensor input = preprocess_observations(frames, *over_pixels);
+  EXPECT_TRUE(input.is_contiguous());
+  EXPECT_TRUE(at::equal(input, frames.to(at::kFloat).div_(255.0)));
+}
+
 // One step of each training path from the same weights: forward, a loss
 // reaching every output, backward, clipping (which bites) and the optimizer
 // step land on the same weights.

@@ -20,10 +20,14 @@ LearnerConfig::Device resolve_learner_device(LearnerConfig::Device setting);
 // (BENCHMARKS.md).
 void set_compute_threads(int threads);
 
-// Keeps freed blocks of up to 32 MiB in the heap. Each learner step
+// Keeps freed blocks in the heap, whatever their size. Each learner step
 // allocates and frees megabytes of activations; by default glibc returns such
 // blocks to the kernel and the next step faults them back in, zeroed: ten
-// times the page faults and about 15% of a CartPole learner's time.
+// times the page faults and about 15% of a CartPole learner's time. Blocks
+// over 32 MiB (an Atari batch's pixels and first activations) are mapped
+// apart unless mmap is off: 7% of an Atari job's trained steps/s
+// (BENCHMARKS.md, 2026-11-29). The main thread's arena only: glibc maps a
+// thread arena's largest blocks whatever this says.
 void keep_freed_memory_in_heap();
 
 }  // namespace pronghorn
