@@ -10,7 +10,7 @@ namespace {
 // The same values as obs.to(kFloat).div_(255) followed by a channels-last
 // copy: that was three passes over freshly allocated memory, the third a
 // scalar strided copy, about a seventh of an Atari learner's step
-// (BENCHMARKS.md, 2026-11-29).
+// (BENCHMARKS.md, 2026-11-28 (late)).
 at::Tensor pixels_channels_last(const at::Tensor& obs) {
   const at::Tensor in = obs.contiguous();
   const int64_t n = in.size(0), c = in.size(1), hw = in.size(2) * in.size(3);

@@ -26,7 +26,7 @@ void set_compute_threads(int threads);
 // times the page faults and about 15% of a CartPole learner's time. Blocks
 // over 32 MiB (an Atari batch's pixels and first activations) are mapped
 // apart unless mmap is off: 7% of an Atari job's trained steps/s
-// (BENCHMARKS.md, 2026-11-29). The main thread's arena only: glibc maps a
+// (BENCHMARKS.md, 2026-11-28 (late)). The main thread's arena only: glibc maps a
 // thread arena's largest blocks whatever this says.
 void keep_freed_memory_in_heap();
 
