@@ -20,10 +20,9 @@ void set_compute_threads(int threads) {
 }
 
 void keep_freed_memory_in_heap() {
-  mallopt(M_MMAP_MAX, 0);               // blocks of any size from the heap
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest allowed value
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);   // give memory back only past 1 GiB free at the top
-  mallopt(M_TOP_PAD, 64 << 20);         // grow the heap in 64 MiB steps
+  mallopt(M_MMAP_MAX, 0);              // blocks of any size from the heap: no threshold applies
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);  // give memory back only past 1 GiB free at the top
+  mallopt(M_TOP_PAD, 64 << 20);        // grow the heap in 64 MiB steps
 }
 
 LearnerConfig::Device resolve_learner_device(LearnerConfig::Device setting) {
