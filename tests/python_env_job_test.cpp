@@ -299,8 +299,8 @@ TEST(PythonEnvJobTest, EpisodeInfoIsLoggedBesideTheReturn) {
 
 TEST(PythonEnvJobTest, ThePythonPresetsAreValidConfigs) {
   const std::string python = test_python();
-  for (const char* preset : {"gym_cartpole", "lunarlander", "halfcheetah", "hopper", "walker2d",
-                             "ant", "atari", "atari_envpool"}) {
+  for (const char* preset : {"gym_cartpole", "lunarlander", "halfcheetah", "halfcheetah_appo",
+                             "hopper", "walker2d", "ant", "atari", "atari_envpool"}) {
     const auto [code, out] =
         shell(std::string(PRONGHORN_BIN) + " config -c " + PRONGHORN_SOURCE_DIR + "/configs/" +
               preset + ".toml --set env.python=" + python);
