@@ -41,6 +41,12 @@ class Cgroups:
     made, so that a dry run prints exactly these."""
 
     def __init__(self, parent, quota_us, period_us):
+        # The kernel's bounds in both cgroup versions (kernel/sched/core.c):
+        # outside them every rank's write would be refused.
+        if quota_us < 1000 or period_us > 1_000_000:
+            raise RuntimeError(f"a quota of {quota_us} µs per {period_us} µs period: the kernel "
+                               "takes a quota of at least 1000 µs and a period of at most "
+                               "1000000 µs (raise --period-us or --budget)")
         self.quota_us, self.period_us = quota_us, period_us
         self.v2 = os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers"))
         if self.v2:
