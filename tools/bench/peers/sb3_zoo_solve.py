@@ -6,11 +6,16 @@ EVAL_EVERY env steps (counted over all the Zoo's n_envs envs), stopped by
 StopTrainingOnRewardThreshold. Issue 33's LunarLander race: the time is from
 this process's start (imports included) to that evaluation's end.
 
+The evaluation steps EVAL_ENVS envs as one vector (SB3's evaluate_policy
+spreads the episodes over them evenly), as Pronghorn's evaluation runs up to
+32 envs at once; with one env, a policy that hovers makes each evaluation's
+100 episodes most of the run's time.
+
 Prints one JSON line: solved or not, the seconds and env steps at the
 solving evaluation (or at the end), every evaluation's (env steps, mean),
-the process's CPU seconds and PyTorch's threads.
+the seconds spent evaluating, the process's CPU seconds and PyTorch's threads.
 
-    python sb3_zoo_solve.py ENV_ID SEED PPO_YML TARGET EVAL_EVERY EPISODES [MAX_STEPS]
+    python sb3_zoo_solve.py ENV_ID SEED PPO_YML TARGET EVAL_EVERY EPISODES EVAL_ENVS [MAX_STEPS]
 """
 import json
 import os
@@ -20,7 +25,8 @@ import time
 start = time.time()
 env_id, seed, zoo_yml = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 target, eval_every, episodes = float(sys.argv[4]), int(float(sys.argv[5])), int(sys.argv[6])
-max_steps = int(float(sys.argv[7])) if len(sys.argv) > 7 else None
+eval_envs = int(sys.argv[7])
+max_steps = int(float(sys.argv[8])) if len(sys.argv) > 8 else None
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
@@ -48,16 +54,21 @@ for key in ("learning_rate", "clip_range"):
         hyper[key] = schedule(hyper[key])
 
 env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
-eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000)
+eval_env = make_vec_env(env_id, n_envs=eval_envs, seed=seed + 1000)
 evaluations = []
+evaluating_s = 0.0
 
 
 class Recorder(EvalCallback):
-    """EvalCallback that also keeps (env steps, mean, seconds) of each evaluation."""
+    """EvalCallback that also keeps (env steps, mean, seconds) of each evaluation
+    and the time spent in them."""
 
     def _on_step(self):
+        global evaluating_s
+        began = time.time()
         go_on = super()._on_step()
         if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0:  # it evaluated just now
+            evaluating_s += time.time() - began
             evaluations.append((self.num_timesteps, float(self.last_mean_reward),
                                 round(time.time() - start, 1)))
         return go_on
@@ -74,6 +85,7 @@ print(json.dumps({
     "system": "sb3-zoo", "env": env_id, "seed": seed, "solved": solved,
     "seconds": evaluations[-1][2] if solved else round(time.time() - start, 1),
     "env_steps": evaluations[-1][0] if solved else int(model.num_timesteps),
-    "evaluations": evaluations, "torch_threads": torch.get_num_threads(),
+    "evaluations": evaluations, "evaluating_s": round(evaluating_s, 1),
+    "eval_envs": eval_envs, "torch_threads": torch.get_num_threads(),
     "cpu_s": round(times.user + times.system + times.children_user + times.children_system, 1),
 }))
