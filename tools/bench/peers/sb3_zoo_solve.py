@@ -7,15 +7,16 @@ StopTrainingOnRewardThreshold. Issue 33's LunarLander race: the time is from
 this process's start (imports included) to that evaluation's end.
 
 The evaluation steps EVAL_ENVS envs as one vector (SB3's evaluate_policy
-spreads the episodes over them evenly), as Pronghorn's evaluation runs up to
-32 envs at once; with one env, a policy that hovers makes each evaluation's
-100 episodes most of the run's time.
+spreads the episodes over them evenly). Default 1; tools/bench-lunarlander
+passes 32, as many as Pronghorn's evaluation steps at once. Either way
+LunarLander's evaluations are most of a run's time: they are bound by the
+env's own step.
 
 Prints one JSON line: solved or not, the seconds and env steps at the
 solving evaluation (or at the end), every evaluation's (env steps, mean),
 the seconds spent evaluating, the process's CPU seconds and PyTorch's threads.
 
-    python sb3_zoo_solve.py ENV_ID SEED PPO_YML TARGET EVAL_EVERY EPISODES EVAL_ENVS [MAX_STEPS]
+    python sb3_zoo_solve.py ENV_ID SEED PPO_YML TARGET EVAL_EVERY EPISODES [EVAL_ENVS [MAX_STEPS]]
 """
 import json
 import os
@@ -25,7 +26,7 @@ import time
 start = time.time()
 env_id, seed, zoo_yml = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 target, eval_every, episodes = float(sys.argv[4]), int(float(sys.argv[5])), int(sys.argv[6])
-eval_envs = int(sys.argv[7])
+eval_envs = int(sys.argv[7]) if len(sys.argv) > 7 else 1
 max_steps = int(float(sys.argv[8])) if len(sys.argv) > 8 else None
 
 import torch  # noqa: E402
