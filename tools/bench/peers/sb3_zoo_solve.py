@@ -57,19 +57,19 @@ for key in ("learning_rate", "clip_range"):
 env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
 eval_env = make_vec_env(env_id, n_envs=eval_envs, seed=seed + 1000)
 evaluations = []
-evaluating_s = 0.0
 
 
 class Recorder(EvalCallback):
     """EvalCallback that also keeps (env steps, mean, seconds) of each evaluation
-    and the time spent in them."""
+    and the seconds spent in them."""
+
+    evaluating_s = 0.0
 
     def _on_step(self):
-        global evaluating_s
         began = time.time()
         go_on = super()._on_step()
         if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0:  # it evaluated just now
-            evaluating_s += time.time() - began
+            self.evaluating_s += time.time() - began
             evaluations.append((self.num_timesteps, float(self.last_mean_reward),
                                 round(time.time() - start, 1)))
         return go_on
@@ -86,7 +86,7 @@ print(json.dumps({
     "system": "sb3-zoo", "env": env_id, "seed": seed, "solved": solved,
     "seconds": evaluations[-1][2] if solved else round(time.time() - start, 1),
     "env_steps": evaluations[-1][0] if solved else int(model.num_timesteps),
-    "evaluations": evaluations, "evaluating_s": round(evaluating_s, 1),
+    "evaluations": evaluations, "evaluating_s": round(callback.evaluating_s, 1),
     "eval_envs": eval_envs, "torch_threads": torch.get_num_threads(),
     "cpu_s": round(times.user + times.system + times.children_user + times.children_system, 1),
 }))
