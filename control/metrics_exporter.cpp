@@ -119,6 +119,11 @@ class StatusCollector final : public prometheus::Collectable {
          sample(s.loss().value(), {{"term", "value"}})});
     gauge("pronghorn_policy_entropy_nats", "Mean policy entropy, last learner step.",
           s.loss().entropy());
+    gauge("pronghorn_clip_fraction",
+          "Fraction of samples with |pi/mu - 1| > loss.ppo_clip, last batch.",
+          s.loss().clip_fraction());
+    gauge("pronghorn_approx_kl", "Mean of (r - 1) - log r, r = pi/mu, last batch.",
+          s.loss().approx_kl());
     gauge("pronghorn_grad_norm", "Gradient norm before clipping, last learner step.",
           s.grad_norm());
     gauge("pronghorn_policy_lag_mean", "Policy versions between acting and learning, mean.",

@@ -54,6 +54,8 @@ v1::Status make_status(const RunStats& stats, const LiveState& live) {
   loss->set_policy(stats.last.policy);
   loss->set_value(stats.last.value);
   loss->set_entropy(stats.last.entropy);
+  loss->set_clip_fraction(stats.last.clip_fraction);
+  loss->set_approx_kl(stats.last.approx_kl);
   s.set_grad_norm(stats.last.grad_norm);
   s.set_learning_rate(stats.last.learning_rate);
   s.set_policy_lag_mean(stats.unrolls ? static_cast<double>(stats.lag_sum) / stats.unrolls : 0);

@@ -69,6 +69,8 @@ void StepStats::add(const StepStats& step) {
   mean(policy, step.policy);
   mean(value, step.value);
   mean(entropy, step.entropy);
+  mean(clip_fraction, step.clip_fraction);
+  mean(approx_kl, step.approx_kl);
   mean(grad_norm, step.grad_norm);
   mean(learning_rate, step.learning_rate);
   forward_s += step.forward_s;
@@ -303,6 +305,8 @@ StepStats Trainer::loss_backward(const HeadOutputs& o, const at::Tensor& actions
   s.policy = loss.policy.item<double>();
   s.value = loss.value.item<double>();
   s.entropy = loss.entropy.item<double>();
+  s.clip_fraction = loss.clip_fraction.item<double>();
+  s.approx_kl = loss.approx_kl.item<double>();
   return s;
 }
 

@@ -29,6 +29,11 @@ namespace pronghorn::learner {
 // norm and learning rate are the steps' means, the times their sums.
 struct StepStats {
   double total = 0, policy = 0, value = 0, entropy = 0, grad_norm = 0;
+  // How far the trained policy has moved from the one that acted (policy
+  // lag and the passes over the batch): the fraction of samples whose
+  // π/μ lies outside 1 ± loss.ppo_clip, and the mean of (r − 1) − log r,
+  // an estimate of KL(μ‖π).
+  double clip_fraction = 0, approx_kl = 0;
   double forward_s = 0;  // model forward, V-trace or GAE, loss
   double backward_s = 0;
   double optimizer_s = 0;    // gradient clipping and the optimizer step

@@ -127,6 +127,14 @@ TEST_P(TrainerMinibatchTest, TheSecondPassClipsAndClippedSamplesHaveNoPolicyGrad
   // The whole second-pass gradient: the trainer's against the reference's.
   StepStats second = t.backward_step(1);
   EXPECT_TRUE(std::isfinite(second.total));
+  // Its reported clip fraction and KL estimate, against the reference's
+  // ratios; a float32 ratio on the edge may fall on the other side of it.
+  const double outside = ((ratio - 1).abs() > eps).to(at::kDouble).mean().item<double>();
+  ASSERT_GT(outside, 0);
+  EXPECT_NEAR(second.clip_fraction, outside, 1.0 / static_cast<double>(T * N) + 1e-12);
+  const double kl = ((ratio - 1) - ratio.log()).mean().item<double>();
+  ASSERT_GT(kl, 0);
+  EXPECT_NEAR(second.approx_kl, kl, 1e-5 * kl + 1e-9);
   reference.loss(b, all, advantages, returns).backward();
   // One scale for all (the value head has no gradient here).
   std::vector<at::Tensor> got, want;
