@@ -25,8 +25,9 @@
 namespace pronghorn::learner {
 
 // The loss terms and gradient norm of one step, and where its time went.
-// Over a batch's several optimizer steps (add()): the loss terms, gradient
-// norm and learning rate are the steps' means, the times their sums.
+// Over a batch's several optimizer steps (add()): the loss terms, clip
+// fraction, KL estimate, gradient norm and learning rate are the steps'
+// means, the times their sums.
 struct StepStats {
   double total = 0, policy = 0, value = 0, entropy = 0, grad_norm = 0;
   // How far the trained policy has moved from the one that acted (policy

@@ -99,9 +99,9 @@ std::string table(const v1::Status& s) {
                           l.policy(), l.value(), l.entropy()));
   row("grad norm", fmt::format("{:.4f}", s.grad_norm()));
   row("learning rate", fmt::format("{:.4g}", s.learning_rate()));
-  row("policy lag",
-      fmt::format("mean {:.2f}  max {}  (clipped {:.3f}, approx KL {:.4f})", s.policy_lag_mean(),
-                  s.policy_lag_max(), l.clip_fraction(), l.approx_kl()));
+  row("policy lag", fmt::format("mean {:.2f}  max {}", s.policy_lag_mean(), s.policy_lag_max()));
+  row("ratio pi/mu", fmt::format("outside 1 +- ppo_clip {:.3f}  approx KL {:.4f}",
+                                 l.clip_fraction(), l.approx_kl()));
   row("ring", fmt::format("{}/{} slots ready; unrolls committed {}, consumed {}, dropped stale {}",
                           s.ring_occupancy(), s.ring_slots(), s.unrolls_committed(),
                           s.unrolls_consumed(), s.unrolls_dropped_stale()));
