@@ -67,9 +67,8 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   // recurrent core's state carried across steps and unrolls.
   ActingLoop acting(std::move(env), PolicyNet(model_spec_for(spec, o.config.model)),
                     o.config.model.fast_path, sampling_seed);
-  InferencePolicy& policy = acting.policy();
-  auto slab = buffer::WeightSlab::attach(o.slab, policy.published_count());
-  std::vector<float> flat(policy.published_count());
+  auto slab = buffer::WeightSlab::attach(o.slab, acting.published_count());
+  std::vector<float> flat(acting.published_count());
   const size_t obs_row = spec.obs_bytes() * K;
   const bool continuous = spec.action_kind == ActionKind::kContinuous;
   const size_t info = spec.episode_info.size();
@@ -79,7 +78,7 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
   uint64_t version = 0;
   const auto load_newest = [&] {
     version = slab->read(flat.data());
-    policy.load(flat.data());
+    acting.load(flat.data());
   };
 
   // run.deterministic (ActorOptions::lockstep_unrolls): the version group g
@@ -133,26 +132,26 @@ void run_actor(const ActorOptions& o, const std::atomic<bool>& stop) {
       ++episodes;
     };
     std::memcpy(obs, last_obs.data(), obs_row);  // row 0: where the last unroll left off
-    policy.write_core_state(out.core_state);
-    bool stopped = false;
-    for (int64_t t = 0; t < T && !stopped; ++t) {
-      ActionsOut actions{.log_probs = out.behaviour_log_probs + t * K};
+    acting.write_core_state(out.core_state);
+    const ActingLoop::StepAt at = [&](int64_t t) {
+      ActingLoop::Step step{
+          .obs = obs + t * obs_row,
+          .actions = {.log_probs = out.behaviour_log_probs + t * K},
+          .into = {.env = {obs + (t + 1) * obs_row, out.rewards + t * K, out.terminated + t * K,
+                           out.truncated + t * K, nullptr},
+                   .final_values = out.final_values + t * K}};
       if (continuous) {
-        actions.continuous = out.continuous_actions + t * K * spec.action_size;
+        step.actions.continuous = out.continuous_actions + t * K * spec.action_size;
       } else {
-        actions.discrete = out.discrete_actions + t * K;
+        step.actions.discrete = out.discrete_actions + t * K;
       }
-      const ActingLoop::StepInto into{
-          .env = {obs + (t + 1) * obs_row, out.rewards + t * K, out.terminated + t * K,
-                  out.truncated + t * K, nullptr},
-          .final_values = out.final_values + t * K};
-      const ActingLoop::StepTimes times =
-          acting.step(obs + t * obs_row, /*greedy=*/false, actions, into, record);
-      policy_time += times.policy;
-      env_time += times.env;
-      stopped = stop.load();
-    }
-    if (stopped) {
+      return step;
+    };
+    const ActingLoop::Run run =
+        acting.run(T, /*greedy=*/false, at, record, [&] { return !stop.load(); });
+    policy_time += run.times.policy;
+    env_time += run.times.env;
+    if (run.steps < T || stop.load()) {
       ring->abandon(*slot);
       return;
     }

@@ -30,8 +30,9 @@ std::unique_ptr<ActingLoop> evaluation_loop(PolicyNet& model, const EnvConfig& e
                                             uint64_t seed, ModelConfig::FastPath fast_path) {
   const auto sampler_seed = static_cast<uint64_t>(
       at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
-  return std::make_unique<ActingLoop>(envs::make_env(env_config, seed), model, fast_path,
-                                      sampler_seed);
+  EnvConfig config = env_config;
+  config.splits = 1;  // any number of envs; an evaluation is not timed
+  return std::make_unique<ActingLoop>(envs::make_env(config, seed), model, fast_path, sampler_seed);
 }
 
 Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_t episodes,

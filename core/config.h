@@ -33,6 +33,9 @@ struct EnvConfig {
   std::string python = "python3";  // the interpreter of a Python env (its venv's packages)
   OptionTable options;             // a Python env's keyword arguments
   int64_t workers = 1;             // a Python env's worker processes per actor
+  // Groups of a Python env's envs that step apart, in turn: the actor acts
+  // for one while the workers step another (envs/env.h, splits()).
+  int64_t splits = 1;
   // Keys of a Python env's info read at each episode's end (numbers; "a/b"
   // reads info["a"]["b"]), reported beside the return (envs/python_env.h).
   std::vector<std::string> episode_info;

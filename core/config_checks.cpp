@@ -140,6 +140,26 @@ void check_deterministic(const Config& c) {
   }
 }
 
+// env.splits > 1: a Python env (the others step in the actor's own thread:
+// nothing to overlap), its envs split evenly with every worker in each split.
+void check_splits(const EnvConfig& env) {
+  const bool python =
+      env.plugin.empty() && (env.name.starts_with("gymnasium:") ||
+                             env.name.starts_with("envpool:") || env.name.starts_with("python:"));
+  if (!python) {
+    fail(fmt::format(
+        "env.splits = {}: expected 1 for a built-in or plugin env (they step in the actor's own "
+        "thread); splits overlap a Python env's worker processes with the actor",
+        env.splits));
+  }
+  if (env.num_envs % env.splits != 0 || env.num_envs / env.splits < env.workers) {
+    fail(fmt::format(
+        "env.splits = {}: expected a divisor of env.num_envs = {} that leaves each split at "
+        "least env.workers = {} envs",
+        env.splits, env.num_envs, env.workers));
+  }
+}
+
 }  // namespace
 
 void config_schema::check_combinations(const Config& c) {
@@ -225,6 +245,7 @@ void config_schema::check_combinations(const Config& c) {
   if (c.env.name.empty() && c.env.plugin.empty()) {
     fail("env.name = \"\": expected a built-in env name, or env.plugin set");
   }
+  if (c.env.splits > 1) check_splits(c.env);
   check_distributed(c.distributed);
   if (c.run.deterministic) check_deterministic(c);
   if (c.learner.on_policy && !c.run.deterministic) {

@@ -264,6 +264,22 @@ TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
                {"server.address = \"0.0.0.0:7453\"", "server.token_file"});
 }
 
+// env.splits overlaps a Python env's worker processes with the actor: a
+// built-in or plugin env has none to overlap, and each split takes every
+// worker.
+TEST(ConfigTest, SplitsNeedAPythonEnvAndEvenSplits) {
+  const std::string gym = "env.name=gymnasium:CartPole-v1";
+  EXPECT_EQ(load_config("", {gym, "env.splits=2"}).env.splits, 2);
+  EXPECT_NO_THROW(load_config("", {gym, "env.splits=2", "env.workers=16", "env.num_envs=32"}));
+  expect_names(config_error_of("", {"env.splits=2"}), {"env.splits = 2", "built-in or plugin env"});
+  expect_names(config_error_of("", {gym, "env.splits=2", "env.plugin=libenv.so"}),
+               {"env.splits = 2", "built-in or plugin env"});
+  expect_names(config_error_of("", {gym, "env.splits=3"}),
+               {"env.splits = 3", "env.num_envs = 32", "env.workers = 1"});
+  expect_names(config_error_of("", {gym, "env.splits=2", "env.workers=17"}),
+               {"env.splits = 2", "env.num_envs = 32", "env.workers = 17"});
+}
+
 TEST(ConfigTest, NonLoopbackServerNeedsATokenFile) {
   EXPECT_NO_THROW(load_config("", {"server.address=0.0.0.0:7453", "server.token_file=t"}));
   EXPECT_NO_THROW(load_config("", {"server.address=127.0.0.1:0"}));

@@ -44,6 +44,9 @@ struct StepOutput {
   float* episode_info = nullptr;
 };
 
+// `out` from row `row` on: each pointer moved that many rows of `spec`'s env.
+StepOutput rows_from(const StepOutput& out, const EnvSpec& spec, int64_t row);
+
 class BatchEnv {
  public:
   virtual ~BatchEnv() = default;
@@ -63,6 +66,20 @@ class BatchEnv {
   // where it enters, whichever env made it.
   void step(const void* actions, const StepOutput& out);
 
+  // Splits (env.splits; Python envs): the K envs in S groups of K/S rows,
+  // split s being rows [s·K/S, (s+1)·K/S), that step apart. begin_step(s,
+  // actions of its rows) sets split s stepping and returns; finish_step(s,
+  // out at its rows) awaits it. While one split steps in the env's worker
+  // processes the caller acts for another (double buffering). Each split
+  // alternates begin and finish; `actions` must stay as they are until its
+  // finish. The checks are step()'s, on the split's rows, and errors name
+  // the env's row in the whole batch. An env stepped in the caller's thread
+  // has one split: begin_step keeps the actions, finish_step steps.
+  virtual int64_t splits() const { return 1; }
+  int64_t split_rows() const { return num_envs_ / splits(); }
+  void begin_step(int64_t split, const void* actions);
+  void finish_step(int64_t split, const StepOutput& out);
+
   // How errors name this env: "env cartpole", "env corridor (plugin PATH)".
   virtual std::string label() const;
 
@@ -80,15 +97,21 @@ class BatchEnv {
   BatchEnv(EnvSpec spec, int64_t num_envs);
   virtual void reset_unchecked(void* obs) = 0;
   virtual void step_unchecked(const void* actions, const StepOutput& out) = 0;
+  // Splits: `actions` and `out` at the split's first row.
+  virtual void begin_step_unchecked(int64_t split, const void* actions);
+  virtual void finish_step_unchecked(int64_t split, const StepOutput& out);
 
  private:
-  void check_actions(const void* actions) const;
-  void check_finite(const char* call, const StepOutput& out) const;
-  [[noreturn]] void report_non_finite(const char* call, const StepOutput& out) const;
+  // The checks of rows [first, first + rows), the pointers at row `first`.
+  void check_actions(const void* actions, int64_t first, int64_t rows) const;
+  void check_finite(const char* call, const StepOutput& out, int64_t first, int64_t rows) const;
+  [[noreturn]] void report_non_finite(const char* call, const StepOutput& out, int64_t first,
+                                      int64_t rows) const;
 
   EnvSpec spec_;
   int64_t num_envs_;
   bool started_ = false;
+  const void* begun_actions_ = nullptr;  // one split: kept by begin_step for finish_step
 };
 
 // The built-in env called `name`, K = num_envs, time limit max_episode_steps

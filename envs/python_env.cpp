@@ -25,7 +25,8 @@ EnvSpec probe_python_env(const EnvConfig& config, std::chrono::milliseconds dead
   EnvConfig one = config;
   one.num_envs = 1;
   one.workers = 1;
-  PythonWorker worker(one, 1, 0, 0, /*with_packages=*/true);
+  one.splits = 1;
+  PythonWorker worker(one, 1, {0}, 0, /*with_packages=*/true);
   const EnvSpec spec = worker.await_spec(PythonWorker::Clock::now() + PythonEnv::kStartTimeout);
   std::vector<float> actions(static_cast<size_t>(spec.action_size), 0.0f);
   if (spec.action_kind == ActionKind::kContinuous) {
@@ -47,98 +48,124 @@ bool PythonEnv::names_python_env(const std::string& name) {
 }
 
 std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t seed) {
-  const int64_t k = config.num_envs;
-  const int64_t w = std::clamp<int64_t>(config.workers, 1, k);
+  const int64_t k = config.num_envs, splits = config.splits;
+  // A config's check (core/config_checks.cpp) says so first; this for the
+  // callers that change env.num_envs.
+  if (splits < 1 || k % splits != 0) {
+    throw UsageError(fmt::format("env {}: env.splits = {} does not divide env.num_envs = {}",
+                                 config.name, splits, k));
+  }
+  const int64_t rows = k / splits;
+  const int64_t w = std::clamp<int64_t>(config.workers, 1, rows);
   // Spawned all first, so they import and make their envs at once.
-  std::vector<std::unique_ptr<PythonWorker>> workers;
-  int64_t first = 0;
+  std::vector<Placed> workers;
+  int64_t offset = 0;
   for (int64_t i = 0; i < w; ++i) {
-    const int64_t share = k / w + (i < k % w ? 1 : 0);
-    workers.push_back(std::make_unique<PythonWorker>(config, share, first, seed));
-    first += share;
+    const int64_t share = rows / w + (i < rows % w ? 1 : 0);
+    std::vector<int64_t> first_envs;
+    for (int64_t s = 0; s < splits; ++s) first_envs.push_back(s * rows + offset);
+    workers.push_back(
+        {std::make_unique<PythonWorker>(config, share * splits, first_envs, seed), offset, share});
+    offset += share;
   }
   const auto deadline = PythonWorker::Clock::now() + kStartTimeout;
-  EnvSpec spec = workers.front()->await_spec(deadline);
+  EnvSpec spec = workers.front().worker->await_spec(deadline);
   for (size_t i = 1; i < workers.size(); ++i) {
-    const EnvSpec other = workers[i]->await_spec(deadline);
-    PRONGHORN_CHECK(same_spec(spec, other), workers[i]->label(), ": worker ", i,
+    const EnvSpec other = workers[i].worker->await_spec(deadline);
+    PRONGHORN_CHECK(same_spec(spec, other), workers[i].worker->label(), ": worker ", i,
                     " made envs of another spec than worker 0: ", other.describe(), " against ",
                     spec.describe());
   }
-  return std::unique_ptr<PythonEnv>(new PythonEnv(std::move(spec), k, std::move(workers)));
+  return std::unique_ptr<PythonEnv>(new PythonEnv(std::move(spec), k, splits, std::move(workers)));
 }
 
-PythonEnv::PythonEnv(EnvSpec spec, int64_t num_envs,
-                     std::vector<std::unique_ptr<PythonWorker>> workers)
-    : BatchEnv(std::move(spec), num_envs), workers_(std::move(workers)) {}
+PythonEnv::PythonEnv(EnvSpec spec, int64_t num_envs, int64_t splits, std::vector<Placed> workers)
+    : BatchEnv(std::move(spec), num_envs), splits_(splits), workers_(std::move(workers)) {
+  for (int64_t s = 0; s < splits_; ++s) {
+    step_commands_.push_back(splits_ == 1 ? std::string("step") : fmt::format("step {}", s));
+  }
+}
 
 PythonEnv::~PythonEnv() = default;
 
 std::optional<BatchEnv::Frame> PythonEnv::frame() {
   Frame f;
-  workers_.front()->render(PythonWorker::Clock::now() + kStartTimeout, f.height, f.width, f.rgb);
+  workers_.front().worker->render(PythonWorker::Clock::now() + kStartTimeout, f.height, f.width,
+                                  f.rgb);
   return f;
 }
 
-std::string PythonEnv::label() const { return workers_.front()->label(); }
+std::string PythonEnv::label() const { return workers_.front().worker->label(); }
 
 std::vector<pid_t> PythonEnv::worker_pids() const {
   std::vector<pid_t> pids;
-  for (const auto& w : workers_) pids.push_back(w->pid());
+  for (const Placed& w : workers_) pids.push_back(w.worker->pid());
   return pids;
 }
 
 void PythonEnv::call_all(const char* command) {
-  for (auto& w : workers_) w->send(command);
-  for (auto& w : workers_) w->await_reply(command);
+  for (Placed& w : workers_) w.worker->send(command);
+  for (Placed& w : workers_) w.worker->await_reply(command);
 }
 
 void PythonEnv::reset_unchecked(void* obs) {
   call_all("reset");
   const size_t row = spec().obs_bytes();
-  auto* out = static_cast<uint8_t*>(obs);
-  for (auto& w : workers_) {
-    const size_t n = static_cast<size_t>(w->num_envs());
-    std::memcpy(out, w->memory(w->layout().obs), row * n);
-    out += row * n;
+  for (int64_t s = 0; s < splits_; ++s) {
+    for (Placed& w : workers_) {
+      const auto first = static_cast<size_t>(s * split_rows() + w.offset);
+      std::memcpy(static_cast<uint8_t*>(obs) + first * row,
+                  w.worker->memory(w.worker->layout().obs) + s * w.share * row, row * w.share);
+    }
   }
 }
 
 void PythonEnv::step_unchecked(const void* actions, const StepOutput& out) {
-  const size_t row = spec().obs_bytes(), action_row = spec().action_bytes();
-  const size_t info_row = spec().episode_info.size();
-  size_t first = 0;
-  for (auto& w : workers_) {
-    const size_t n = static_cast<size_t>(w->num_envs());
-    std::memcpy(w->memory(w->layout().actions),
-                static_cast<const uint8_t*>(actions) + first * action_row, action_row * n);
-    w->send("step");
-    first += n;
+  const size_t action_row = spec().action_bytes();
+  for (int64_t s = 0; s < splits_; ++s) {
+    begin_step_unchecked(s, static_cast<const uint8_t*>(actions) + s * split_rows() * action_row);
   }
-  first = 0;
-  for (auto& w : workers_) {
-    const size_t n = static_cast<size_t>(w->num_envs());
-    const PythonWorker::Layout& l = w->layout();
-    w->await_reply("step");
-    std::memcpy(static_cast<uint8_t*>(out.obs) + first * row, w->memory(l.obs), row * n);
-    std::memcpy(out.rewards + first, w->memory(l.rewards), sizeof(float) * n);
-    std::memcpy(out.terminated + first, w->memory(l.terminated), n);
-    std::memcpy(out.truncated + first, w->memory(l.truncated), n);
-    const uint8_t* terminated = w->memory(l.terminated);
-    const uint8_t* truncated = w->memory(l.truncated);
+  for (int64_t s = 0; s < splits_; ++s) {
+    finish_step_unchecked(s, rows_from(out, spec(), s * split_rows()));
+  }
+}
+
+void PythonEnv::begin_step_unchecked(int64_t split, const void* actions) {
+  const size_t action_row = spec().action_bytes();
+  for (Placed& w : workers_) {
+    std::memcpy(w.worker->memory(w.worker->layout().actions) + split * w.share * action_row,
+                static_cast<const uint8_t*>(actions) + w.offset * action_row, action_row * w.share);
+    w.worker->send(step_commands_[split].c_str());
+  }
+}
+
+void PythonEnv::finish_step_unchecked(int64_t split, const StepOutput& out) {
+  const size_t row = spec().obs_bytes(), info_row = spec().episode_info.size();
+  for (Placed& w : workers_) {
+    PythonWorker& worker = *w.worker;
+    const PythonWorker::Layout& l = worker.layout();
+    worker.await_reply(step_commands_[split].c_str());
+    const auto from = static_cast<size_t>(split * w.share);  // in the worker's memory
+    const auto n = static_cast<size_t>(w.share);
+    const StepOutput to = rows_from(out, spec(), w.offset);
+    std::memcpy(to.obs, worker.memory(l.obs) + from * row, row * n);
+    std::memcpy(to.rewards, worker.memory(l.rewards) + from * sizeof(float), sizeof(float) * n);
+    const uint8_t* terminated = worker.memory(l.terminated) + from;
+    const uint8_t* truncated = worker.memory(l.truncated) + from;
+    std::memcpy(to.terminated, terminated, n);
+    std::memcpy(to.truncated, truncated, n);
     for (size_t i = 0; i < n; ++i) {  // only ended rows: the contract of envs/env.h
       if (!terminated[i] && !truncated[i]) continue;
-      if (out.final_obs != nullptr) {
-        std::memcpy(static_cast<uint8_t*>(out.final_obs) + (first + i) * row,
-                    w->memory(l.final_obs) + i * row, row);
+      if (to.final_obs != nullptr) {
+        std::memcpy(static_cast<uint8_t*>(to.final_obs) + i * row,
+                    worker.memory(l.final_obs) + (from + i) * row, row);
       }
-      if (out.episode_info != nullptr) {
-        std::memcpy(out.episode_info + (first + i) * info_row,
-                    w->memory(l.episode_info) + i * info_row * sizeof(float),
+      if (to.episode_info != nullptr) {
+        std::memcpy(to.episode_info + i * info_row,
+                    worker.memory(l.episode_info) + (from + i) * info_row * sizeof(float),
                     info_row * sizeof(float));
       }
     }
-    first += n;
   }
 }
 

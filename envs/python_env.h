@@ -12,7 +12,12 @@
 //
 // W = env.workers processes per actor (envs/python_worker.h), each stepping
 // its share of the K envs while the others step theirs: one process's GIL
-// never serialises another's envs. The workers load no LibTorch and none of
+// never serialises another's envs. With S = env.splits, each worker holds
+// its share of every split (envs/env.h, splits()) as a vector env of its
+// own, and steps one split while the actor acts for another:
+//
+//   rows of the actor: | split 0: worker 0, worker 1 | split 1: worker 0, worker 1 | The workers
+//   load no LibTorch and none of
 // our code; they die with this process (PR_SET_PDEATHSIG, and a watch on
 // their parent). Observations cross once: from a worker's memory into the
 // caller's buffer (a ring slot). Env i of the actor is seeded the same
@@ -62,19 +67,30 @@ class PythonEnv final : public BatchEnv {
   // Env 0's frame, drawn by its worker (env.options.render_mode =
   // "rgb_array"), within kStartTimeout. Error when the env draws none.
   std::optional<Frame> frame() override;
-  // The workers' process ids, in env row order.
+  // The workers' process ids, in the order of their first rows.
   std::vector<pid_t> worker_pids() const;
+  int64_t splits() const override { return splits_; }
 
  protected:
   void reset_unchecked(void* obs) override;
   void step_unchecked(const void* actions, const StepOutput& out) override;
+  void begin_step_unchecked(int64_t split, const void* actions) override;
+  void finish_step_unchecked(int64_t split, const StepOutput& out) override;
 
  private:
-  PythonEnv(EnvSpec spec, int64_t num_envs, std::vector<std::unique_ptr<PythonWorker>> workers);
+  // One worker and where its rows lie: in each split, `share` rows from
+  // `offset` (of split_rows()); in its memory, split s at row s · share.
+  struct Placed {
+    std::unique_ptr<PythonWorker> worker;
+    int64_t offset = 0, share = 0;
+  };
+  PythonEnv(EnvSpec spec, int64_t num_envs, int64_t splits, std::vector<Placed> workers);
   // Sends `command` to every worker, then awaits every reply.
   void call_all(const char* command);
 
-  std::vector<std::unique_ptr<PythonWorker>> workers_;
+  int64_t splits_;
+  std::vector<Placed> workers_;
+  std::vector<std::string> step_commands_;  // [S]: "step", or "step s" for each split
 };
 
 }  // namespace pronghorn::envs

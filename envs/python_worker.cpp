@@ -47,8 +47,8 @@ constexpr const char* kBootstrap =
 
 constexpr int kWorkerControlFd = 3;
 // The worker's arguments as JSON: what to make, how many, their seeds.
-std::string worker_args(const EnvConfig& config, int64_t num_envs, int64_t first_env, uint64_t seed,
-                        bool with_packages) {
+std::string worker_args(const EnvConfig& config, int64_t num_envs,
+                        const std::vector<int64_t>& first_envs, uint64_t seed, bool with_packages) {
   toml::table options;
   for (const auto& [name, text] : config.options) {
     toml::table parsed = toml::parse("v = " + text);  // written by core/config_kinds.cpp
@@ -56,13 +56,15 @@ std::string worker_args(const EnvConfig& config, int64_t num_envs, int64_t first
   }
   toml::table args{{"name", config.name},
                    {"num_envs", num_envs},
-                   {"first_env", first_env},
                    {"seed", static_cast<int64_t>(seed & 0x7fffffffffffffffULL)},
                    {"max_episode_steps", config.max_episode_steps},
                    {"parent", static_cast<int64_t>(getpid())},
                    {"control_fd", kWorkerControlFd},
                    {"packages", with_packages}};
   args.insert("options", std::move(options));
+  toml::array firsts;
+  for (const int64_t first : first_envs) firsts.push_back(first);
+  args.insert("first_envs", std::move(firsts));
   toml::array episode_info;
   for (const std::string& key : config.episode_info) episode_info.push_back(key);
   args.insert("episode_info", std::move(episode_info));
@@ -101,8 +103,9 @@ std::string receive_line(int socket, PythonWorker::Clock::time_point deadline, i
 
 }  // namespace
 
-PythonWorker::PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t first_env,
-                           uint64_t seed, bool with_packages)
+PythonWorker::PythonWorker(const EnvConfig& config, int64_t num_envs,
+                           const std::vector<int64_t>& first_envs, uint64_t seed,
+                           bool with_packages)
     : env_name_(config.name),
       python_(config.python),
       label_(fmt::format("env {} (env.python = \"{}\")", config.name, config.python)),
@@ -111,7 +114,7 @@ PythonWorker::PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t fi
   PRONGHORN_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) == 0, label_,
                   ": socketpair: ", std::strerror(errno));
   const std::string source(kPythonWorkerSource);
-  const std::string args = worker_args(config, num_envs, first_env, seed, with_packages);
+  const std::string args = worker_args(config, num_envs, first_envs, seed, with_packages);
   std::vector<std::string> argv_text = {python_, "-c", kBootstrap, source, args};
   std::vector<char*> argv;
   for (std::string& a : argv_text) argv.push_back(a.data());
@@ -248,11 +251,10 @@ void PythonWorker::send(const char* command) {
 }
 
 void PythonWorker::await_reply(const char* command, Clock::time_point deadline) {
-  std::string reply;
   const auto poll_until = Clock::now() + kPollFor;
   const bool bounded = deadline != Clock::time_point::max();
-  while (reply.find('\n') == std::string::npos) {
-    PRONGHORN_CHECK(reply.size() < kMaxLine, label_, ": the env worker's reply to ", command,
+  while (received_.find('\n') == std::string::npos) {
+    PRONGHORN_CHECK(received_.size() < kMaxLine, label_, ": the env worker's reply to ", command,
                     " is longer than ", kMaxLine, " bytes");
     char data[1024];
     const auto now = Clock::now();
@@ -272,9 +274,12 @@ void PythonWorker::await_reply(const char* command, Clock::time_point deadline) 
     }
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) failed(command);
-    reply.append(data, static_cast<size_t>(n));
+    received_.append(data, static_cast<size_t>(n));
   }
-  reply.resize(reply.find('\n'));
+  // The next command's reply may have come with this one's (splits).
+  const size_t end = received_.find('\n');
+  const std::string reply = received_.substr(0, end);
+  received_.erase(0, end + 1);
   if (reply == "ok") return;
   PRONGHORN_CHECK(!reply.starts_with("error "), label_, ": ", command,
                   " failed: ", reply.substr(6));

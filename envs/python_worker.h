@@ -7,7 +7,8 @@
 //
 //   worker: "spec {…}" (a TOML inline table) + the memfd (SCM_RIGHTS), or
 //           "error <line>" and exit 2
-//   actor:  "reset" | "step"; worker: "ok" | "error <line>"
+//   actor:  "reset" | "step" | "step S" (split S alone); worker: "ok" |
+//           "error <line>"
 //   actor:  "render"; worker: "frame H W" + a memfd of RGB bytes, or "error <line>"
 #pragma once
 
@@ -44,12 +45,13 @@ class PythonWorker {
     size_t size = 0;
   };
 
-  // Starts the worker for `num_envs` envs, its env j being env first_env + j
-  // of an actor whose env seed is `seed` (the seeds the worker documents);
+  // Starts the worker for `num_envs` envs in first_envs.size() splits of
+  // equal size, row j of split s being env first_envs[s] + j of an actor
+  // whose env seed is `seed` (the seeds the worker documents);
   // `with_packages`: its spec names the env's packages (EnvSpec::packages).
   // Throws UsageError when env.python cannot run.
-  PythonWorker(const EnvConfig& config, int64_t num_envs, int64_t first_env, uint64_t seed,
-               bool with_packages = false);
+  PythonWorker(const EnvConfig& config, int64_t num_envs, const std::vector<int64_t>& first_envs,
+               uint64_t seed, bool with_packages = false);
   ~PythonWorker();
   PythonWorker(const PythonWorker&) = delete;
   PythonWorker& operator=(const PythonWorker&) = delete;
@@ -64,6 +66,7 @@ class PythonWorker {
   // actor no deadline (Clock::time_point::max()): a step that never returns
   // is the actors' watchdog's to end (actor.stall_timeout_s), as with
   // plugins; the start check gives one.
+  // Several commands may be sent before their replies are awaited, in order.
   void send(const char* command);
   void await_reply(const char* command, Clock::time_point deadline = Clock::time_point::max());
 
@@ -88,6 +91,7 @@ class PythonWorker {
   pid_t pid_ = -1;
   int socket_ = -1;
   Clock::time_point started_{};  // of the last command sent
+  std::string received_;         // replies received and not yet awaited
   Layout layout_;
   uint8_t* memory_ = nullptr;  // layout_.size bytes, shared with the worker
 };

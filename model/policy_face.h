@@ -120,6 +120,8 @@ class InferencePolicy {
   // The core state, h then c, into [2, K, H] (the slot's core_state field);
   // writes nothing for a feed-forward model.
   void write_core_state(float* into) const;
+  // H: the core state's width; 0 for a feed-forward model.
+  int64_t core_width() const { return core_.h.defined() ? core_.h.size(1) : 0; }
 
  private:
   at::Tensor observations(const void* obs) const;  // [K, obs...], preprocessed

@@ -117,6 +117,24 @@ TEST_P(GymCartPoleTest, ThePresetSolvesOnEvaluation) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, GymCartPoleTest, ::testing::Values(1, 2, 3, 4, 5));
 
+// env.splits = 2 (double buffering): the actor acts for one half of its
+// envs while its two workers step the other; the preset still solves, and
+// its one actor has two workers, each holding its share of both halves.
+TEST(PythonEnvJobTest, ThePresetSolvesInTwoSplits) {
+  PythonJob job;
+  job.start({"train", "-c", PRONGHORN_SOURCE_DIR "/configs/gym_cartpole.toml", "--run-dir", job.dir,
+             "--set", "run.name=" + job.name, "--set", "env.python=" + test_python(), "--set",
+             "env.splits=2", "--set", "env.workers=2", "--set", "actor.count=1", "--set",
+             "server.address=127.0.0.1:0", "--set", "server.metrics_port=0"});
+  EXPECT_TRUE(wait_for([&] { return workers_under(job.pid).size() == 2; }, 60s));
+  ASSERT_TRUE(job.ended(150s)) << slurp(job.err);
+  EXPECT_EQ(job.status, 0) << slurp(job.err);
+  EXPECT_TRUE(std::regex_search(slurp(job.err), std::regex("solved: mean return [0-9.]+ ≥ 475 "
+                                                           "on evaluation")))
+      << slurp(job.err);
+  job.expect_nothing_left();
+}
+
 // `eval --video` of a Gymnasium env records the env's own pictures
 // (render_mode "rgb_array"), 600 × 400 frames through the worker: ffprobe
 // counts one per env step of the episodes --episodes-out lists.

@@ -35,6 +35,7 @@ std::string checkpoint_of(const std::string& path) {
 ModelOfConfig policy_for(const Config& config) {
   EnvConfig one_env = config.env;  // for the spec alone
   one_env.num_envs = 1;
+  one_env.splits = 1;
   const EnvSpec spec = envs::make_env(one_env, 0)->spec();
   return {spec, PolicyNet(model_spec_for(spec, config.model))};
 }

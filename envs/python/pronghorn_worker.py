@@ -8,7 +8,8 @@
 #   worker: "spec {…}" (a TOML inline table) once the env exists, with the
 #           shared memory (a memfd) passed beside it (SCM_RIGHTS); or
 #           "error <line>" and exit 2
-#   actor:  "reset" | "step"; worker: "ok" | "error <line>" (traceback on stderr)
+#   actor:  "reset" | "step" | "step S"; worker: "ok" | "error <line>"
+#           (traceback on stderr)
 #   actor:  "render"; worker: "frame H W" with env 0's frame, RGB uint8
 #           [H, W, 3], in a memfd passed beside it; or "error <line>"
 # The memory holds, at the offsets the spec's "layout" gives: actions [K, ...]
@@ -17,13 +18,18 @@
 # float32 [K, N]: for a row whose episode ended, the N numbers of the ended
 # step's info the actor asked for (env.episode_info), NaN where it had none.
 #
+# Splits (env.splits): the K envs are S vector envs of K/S, rows [s·K/S,
+# (s+1)·K/S) of the memory. "step S" steps split S alone, so the actor acts
+# for one split while this process steps another (double buffering);
+# "step" and "reset" take every split in turn.
+#
 # Semantics: Pronghorn's, which are Gymnasium's SAME_STEP autoreset: a row
 # whose episode ended returns the next episode's first observation, and the
 # ended episode's last observation goes to final_obs. Seeds: the actor's env
-# i (this worker's env i - first_env) gets env_seed(seed, i) at the first
-# reset, EnvPool's and a vector entry point's (ale-py's) envpool_seed(seed) +
-# i; later resets and autoresets
-# continue each env's generator.
+# i (row j of split s here, i = first_envs[s] + j) gets env_seed(seed, i) at
+# the first reset, EnvPool's and a vector entry point's (ale-py's)
+# envpool_seed(seed) + i; later resets and autoresets continue each env's
+# generator.
 import json
 import os
 import socket
@@ -193,8 +199,8 @@ def make_vector(name, options, k, max_episode_steps, seed, first):
         if mode != AutoresetMode.SAME_STEP or first.num_envs != k:
             raise Refused(
                 f"env.name = {name!r}: a vector env must autoreset SAME_STEP and hold "
-                f"env.num_envs = {k} envs (it has {first.num_envs}, {mode}); or return "
-                f"one env and let Pronghorn make the vector")
+                f"{k} envs, env.num_envs / env.workers / env.splits (it has "
+                f"{first.num_envs}, {mode}); or return one env and let Pronghorn make the vector")
         if max_episode_steps > 0:
             raise Refused(f"env.name = {name!r}: env.max_episode_steps cannot cut the episodes "
                           f"of a vector env; set the time limit where the callable makes it")
@@ -336,33 +342,46 @@ class Memory:
             setattr(self, field, view)
 
 
+class Split:
+    """One vector env of the worker and its rows of the memory (NumPy views)."""
+
+    def __init__(self, vec, memory, rows, first):
+        self.vec, self.first = vec, first  # first: the actor's env index of row 0
+        for name in ("actions", "obs", "rewards", "terminated", "truncated", "final_obs",
+                     "episode_info"):
+            setattr(self, name, getattr(memory, name)[rows])
+
+
 class Worker:
-    def __init__(self, vec, spec, k, seed, first, c_int_seeds):
+    def __init__(self, vecs, spec, k, seed, firsts, c_int_seeds):
         import numpy as np
 
         self.np = np
-        self.vec, self.k, self.seed, self.first = vec, k, seed, first
+        self.seed = seed
         self.c_int_seeds = c_int_seeds  # takes_c_int_seeds()
         self.memory = Memory(spec, k)
+        n = k // len(vecs)
+        self.splits = [Split(vec, self.memory, slice(s * n, (s + 1) * n), first)
+                       for s, (vec, first) in enumerate(zip(vecs, firsts))]
         self.start = spec.get("action_start", 0)
         self.episode_info = spec["episode_info"]
         self.seeded = False
 
     def reset(self):
-        # One int: Gymnasium's vector envs seed their env i with it + i, which
-        # gives env_seed(seed, first + i) (ale-py's takes no list); a vector
-        # entry point's seeds are C ints, as EnvPool's.
-        first_seed = envpool_seed(self.seed) + self.first if self.c_int_seeds \
-            else env_seed(self.seed, self.first)
-        seed = None if self.seeded else first_seed
+        for split in self.splits:
+            # One int: Gymnasium's vector envs seed their env i with it + i, which
+            # gives env_seed(seed, first + i) (ale-py's takes no list); a vector
+            # entry point's seeds are C ints, as EnvPool's.
+            first_seed = envpool_seed(self.seed) + split.first if self.c_int_seeds \
+                else env_seed(self.seed, split.first)
+            obs, _ = split.vec.reset(seed=None if self.seeded else first_seed)
+            self.put("observations", split.obs, obs)
         self.seeded = True
-        obs, _ = self.vec.reset(seed=seed)
-        self.put("observations", self.memory.obs, obs)
 
-    def step(self):
-        np, m = self.np, self.memory
+    def step(self, s):
+        np, m = self.np, self.splits[s]
         actions = m.actions + self.start if self.start else m.actions
-        obs, rewards, terminated, truncated, info = self.vec.step(actions.copy())
+        obs, rewards, terminated, truncated, info = m.vec.step(actions.copy())
         self.put("observations", m.obs, obs)
         self.put("rewards", m.rewards, rewards)
         self.put("terminated", m.terminated, terminated)
@@ -377,19 +396,19 @@ class Worker:
             has_final = done  # ale-py's: every row, no mask
         for i in ended:
             if has_final is None or not has_final[i]:
-                raise ValueError(f"env {self.first + i} ended but the vector env gave no final_obs "
+                raise ValueError(f"env {m.first + i} ended but the vector env gave no final_obs "
                                  f"for it (not a SAME_STEP autoreset?)")
-            self.put("final_obs", m.final_obs[i], final[i], env=self.first + i)
+            self.put("final_obs", m.final_obs[i], final[i], env=m.first + i)
         if self.episode_info:
             final_info = info.get("final_info", {})
             for i in ended:
                 for j, key in enumerate(self.episode_info):
-                    m.episode_info[i, j] = episode_value(final_info, key, i, self.first + i)
+                    m.episode_info[i, j] = episode_value(final_info, key, i, m.first + i)
 
     def render(self, control):
         """Sends env 0's frame (`pronghorn eval --video`)."""
         np = self.np
-        frames = self.vec.render()
+        frames = self.splits[0].vec.render()
         frame = frames[0] if isinstance(frames, (tuple, list)) else frames
         if frame is None:
             raise ValueError("the env drew no frame: it draws rgb_array frames when made with "
@@ -514,7 +533,11 @@ def serve(control, worker):
             if command == "reset":
                 worker.reset()
             elif command == "step":
-                worker.step()
+                for s in range(len(worker.splits)):
+                    worker.step(s)
+            elif command.startswith("step ") and command[5:].isdigit() \
+                    and int(command[5:]) < len(worker.splits):
+                worker.step(int(command[5:]))
             elif command == "render":
                 worker.render(control)  # its own reply
                 continue
@@ -556,14 +579,16 @@ def main(argv):
     control = socket.socket(fileno=args["control_fd"])
     loaded_before = set(sys.modules)
     try:
-        vec = make_vector(args["name"], args["options"], args["num_envs"],
-                          args["max_episode_steps"], args["seed"], args["first_env"])
-        spec = describe(vec, args["name"])
-        spec["max_episode_steps"] = time_limit(vec, args["options"], args["max_episode_steps"])
+        firsts = args["first_envs"]  # one a split
+        vecs = [make_vector(args["name"], args["options"], args["num_envs"] // len(firsts),
+                            args["max_episode_steps"], args["seed"], first) for first in firsts]
+        spec = describe(vecs[0], args["name"])
+        spec["max_episode_steps"] = time_limit(vecs[0], args["options"],
+                                               args["max_episode_steps"])
         spec["episode_info"] = list(args["episode_info"])
         if args.get("packages"):  # the start check's: other nodes and ranks compare them
             spec["packages"] = env_packages(loaded_before)
-        worker = Worker(vec, spec, args["num_envs"], args["seed"], args["first_env"],
+        worker = Worker(vecs, spec, args["num_envs"], args["seed"], firsts,
                         takes_c_int_seeds(args["name"], args["options"]))
     except Refused as e:
         control.sendall(f"error {one_line(e)}\n".encode())

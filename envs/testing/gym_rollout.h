@@ -33,7 +33,8 @@ struct Rollout {
   int64_t workers = 1;  // env.workers
   // env.options beside max_episode_steps: name → a TOML value that is also JSON.
   std::map<std::string, std::string> options = {};
-  uint64_t seed = 7;  // the actor's env seed
+  uint64_t seed = 7;   // the actor's env seed
+  int64_t splits = 1;  // env.splits: stepped in the overlapped order of actor/acting.h
 };
 
 // Steps `rollout` through PythonEnv into one ring slot of `steps` steps, with
@@ -67,6 +68,7 @@ inline void expect_same_as_gymnasium(const std::string& python, const Rollout& r
   EnvConfig config = python_env(envpool ? r.env_id : "gymnasium:" + r.env_id, python, r.k);
   config.max_episode_steps = r.max_episode_steps;
   config.workers = r.workers;
+  config.splits = r.splits;
   for (const auto& [name, value] : r.options) config.options[name] = value;
   auto env = PythonEnv::start(config, seed);
   std::string tag = r.env_id;  // a segment's name has no '/'
@@ -84,10 +86,27 @@ inline void expect_same_as_gymnasium(const std::string& python, const Rollout& r
   ASSERT_EQ(actions.size(), action_row * r.steps);
   std::vector<uint8_t> final_obs(row * r.steps, 0);
   env->reset(out.obs);
-  for (int64_t t = 0; t < r.steps; ++t) {
-    env->step(actions.data() + t * action_row,
-              {out.obs + (t + 1) * row, out.rewards + t * r.k, out.terminated + t * r.k,
-               out.truncated + t * r.k, final_obs.data() + t * row});
+  const auto into = [&](int64_t t) {
+    return StepOutput{out.obs + (t + 1) * row, out.rewards + t * r.k, out.terminated + t * r.k,
+                      out.truncated + t * r.k, final_obs.data() + t * row};
+  };
+  if (r.splits == 1) {
+    for (int64_t t = 0; t < r.steps; ++t) env->step(actions.data() + t * action_row, into(t));
+  } else {
+    // As ActingLoop::run steps them: split s's step t + 1 begins once its
+    // step t is done, while the splits after it still step.
+    ASSERT_EQ(env->splits(), r.splits);
+    const int64_t rows = env->split_rows();
+    const auto begin = [&](int64_t s, int64_t t) {
+      env->begin_step(s, actions.data() + t * action_row + s * rows * spec.action_bytes());
+    };
+    for (int64_t s = 0; s < r.splits; ++s) begin(s, 0);
+    for (int64_t t = 0; t < r.steps; ++t) {
+      for (int64_t s = 0; s < r.splits; ++s) {
+        env->finish_step(s, rows_from(into(t), spec, s * rows));
+        if (t + 1 < r.steps) begin(s, t + 1);
+      }
+    }
   }
   auto expect_bytes = [&](const char* name, const void* ours, size_t bytes) {
     const std::vector<uint8_t> theirs = read_file(dir + "/" + name + ".bin");
