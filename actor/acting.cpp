@@ -25,7 +25,6 @@ ActingLoop::ActingLoop(std::unique_ptr<envs::BatchEnv> env, PolicyNet model,
     policies_.push_back(
         std::make_unique<InferencePolicy>(model, env_->spec(), rows_, fast_path, seed));
   }
-  core_scratch_.resize(static_cast<size_t>(2 * rows_ * policies_.front()->core_width()));
 }
 
 void ActingLoop::load(const float* flat) {
@@ -37,11 +36,13 @@ void ActingLoop::write_core_state(float* into) const {
     policies_.front()->write_core_state(into);
     return;
   }
-  const int64_t part = rows_ * policies_.front()->core_width();  // one split's h (or c)
+  // Each split's [2, K/S, H] into its rows of h and of c. Once an unroll.
+  const int64_t width = policies_.front()->core_width(), part = rows_ * width;
+  std::vector<float> split_state(static_cast<size_t>(2 * part));
   for (size_t s = 0; s < policies_.size(); ++s) {
-    policies_[s]->write_core_state(core_scratch_.data());
-    std::copy_n(core_scratch_.data(), part, into + s * part);
-    std::copy_n(core_scratch_.data() + part, part, into + k_ / rows_ * part + s * part);
+    policies_[s]->write_core_state(split_state.data());
+    std::copy_n(split_state.data(), part, into + s * part);                      // h
+    std::copy_n(split_state.data() + part, part, into + k_ * width + s * part);  // c
   }
 }
 
@@ -90,7 +91,7 @@ void ActingLoop::act(int64_t split, const Step& step, bool greedy, StepTimes& ti
   ActionsOut actions = step.actions;
   if (actions.log_probs != nullptr) actions.log_probs += first;
   if (continuous) {
-    actions.continuous += first * dims;
+    if (actions.continuous != nullptr) actions.continuous += first * dims;  // an evaluation's: none
     actions.clipped = clipped_.data() + first * dims;
   } else {
     actions.discrete += first;

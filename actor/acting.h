@@ -10,9 +10,11 @@
 //
 // With env.splits = S (a Python env's; envs/env.h, splits()) the K rows are
 // S groups, each acted by a policy of its own rows, and run() overlaps them:
-// while split s steps in the env's worker processes, the loop finishes and
-// acts for split s + 1 (double buffering, as Sample Factory's
-// worker_num_splits). Each split is acted before its env steps, as one.
+// while split s + 1 steps in the env's worker processes, the loop finishes
+// split s's step and acts for its next one (double buffering, as Sample Factory's
+// worker_num_splits). Every step of an unroll is still acted by the
+// unroll's one policy version: run() finishes every split before it
+// returns, so the overlap stops at each unroll's end (about 1/T of it lost).
 //
 // Threads: one (the process's acting thread).
 #pragma once
@@ -108,10 +110,9 @@ class ActingLoop {
   std::vector<std::unique_ptr<InferencePolicy>> policies_;  // [S], each of rows_ envs
   std::vector<float> clipped_;  // [K, D] continuous actions as the env steps them
   std::vector<uint8_t> final_obs_;
-  std::vector<float> episode_info_;          // [K, spec().episode_info.size()]
-  std::vector<float> values_;                // [K] V(final obs), scratch
-  mutable std::vector<float> core_scratch_;  // [2, K/S, H]: one split's core state, copied out
-  std::vector<double> running_return_;       // summed in double, as an evaluation reports it
+  std::vector<float> episode_info_;     // [K, spec().episode_info.size()]
+  std::vector<float> values_;           // [K] V(final obs), scratch
+  std::vector<double> running_return_;  // summed in double, as an evaluation reports it
   std::vector<int32_t> running_length_;
 };
 

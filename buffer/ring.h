@@ -46,7 +46,7 @@ struct SlotStamp {
   uint32_t episodes = 0;  // finished episodes recorded in the slot
   uint32_t actor = 0;
   // Where the actor's time went while making this unroll, in microseconds.
-  uint32_t env_us = 0;     // stepping the envs
+  uint32_t env_us = 0;     // stepping the envs (with env.splits: waiting on them)
   uint32_t policy_us = 0;  // policy forward and sampling
   uint32_t wait_us = 0;    // claiming the slot and reading new weights
   uint32_t reserved = 0;

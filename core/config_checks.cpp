@@ -143,10 +143,7 @@ void check_deterministic(const Config& c) {
 // env.splits > 1: a Python env (the others step in the actor's own thread:
 // nothing to overlap), its envs split evenly with every worker in each split.
 void check_splits(const EnvConfig& env) {
-  const bool python =
-      env.plugin.empty() && (env.name.starts_with("gymnasium:") ||
-                             env.name.starts_with("envpool:") || env.name.starts_with("python:"));
-  if (!python) {
+  if (!env.plugin.empty() || !names_python_env(env.name)) {
     fail(fmt::format(
         "env.splits = {}: expected 1 for a built-in or plugin env (they step in the actor's own "
         "thread); splits overlap a Python env's worker processes with the actor",

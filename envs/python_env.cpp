@@ -42,11 +42,6 @@ EnvSpec probe_python_env(const EnvConfig& config, std::chrono::milliseconds dead
   return spec;
 }
 
-bool PythonEnv::names_python_env(const std::string& name) {
-  return name.starts_with("gymnasium:") || name.starts_with("envpool:") ||
-         name.starts_with("python:");
-}
-
 std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t seed) {
   const int64_t k = config.num_envs, splits = config.splits;
   // A config's check (core/config_checks.cpp) says so first; this for the
@@ -83,6 +78,8 @@ PythonEnv::PythonEnv(EnvSpec spec, int64_t num_envs, int64_t splits, std::vector
     : BatchEnv(std::move(spec), num_envs), splits_(splits), workers_(std::move(workers)) {
   for (int64_t s = 0; s < splits_; ++s) {
     step_commands_.push_back(splits_ == 1 ? std::string("step") : fmt::format("step {}", s));
+    step_labels_.push_back(splits_ == 1 ? std::string("step")
+                                        : fmt::format("step (split {} of {})", s, splits_));
   }
 }
 
@@ -144,7 +141,7 @@ void PythonEnv::finish_step_unchecked(int64_t split, const StepOutput& out) {
   for (Placed& w : workers_) {
     PythonWorker& worker = *w.worker;
     const PythonWorker::Layout& l = worker.layout();
-    worker.await_reply(step_commands_[split].c_str());
+    worker.await_reply(step_labels_[split].c_str());
     const auto from = static_cast<size_t>(split * w.share);  // in the worker's memory
     const auto n = static_cast<size_t>(w.share);
     const StepOutput to = rows_from(out, spec(), w.offset);

@@ -1,7 +1,8 @@
 // Envs of the user's own Python (docs/architecture.md §7, docs/envs.md): env.name
 // "gymnasium:<id>" (any registered Gymnasium id), "envpool:<task>" (an
 // EnvPool task) or "python:<module>:<callable>" (a callable returning a
-// Gymnasium env, or a SAME_STEP vector env of env.num_envs envs), with
+// Gymnasium env, or a SAME_STEP vector env of env.num_envs / (env.workers ×
+// env.splits) envs), with
 // env.options as keyword arguments, in the interpreter env.python names.
 //
 //   actor (this process)                       env workers (env.python)
@@ -16,18 +17,20 @@
 // its share of every split (envs/env.h, splits()) as a vector env of its
 // own, and steps one split while the actor acts for another:
 //
-//   rows of the actor: | split 0: worker 0, worker 1 | split 1: worker 0, worker 1 | The workers
-//   load no LibTorch and none of
-// our code; they die with this process (PR_SET_PDEATHSIG, and a watch on
-// their parent). Observations cross once: from a worker's memory into the
-// caller's buffer (a ring slot). Env i of the actor is seeded the same
-// whatever W (pronghorn_worker.py documents the seeds).
+//   rows of the actor: | split 0: worker 0, worker 1 | split 1: worker 0, worker 1 |
+//
+// The workers load no LibTorch and none of our code; they die with this process (PR_SET_PDEATHSIG,
+// and a watch on their parent). Observations cross once: from a worker's memory into the caller's
+// buffer (a ring slot). Env i of the actor is seeded the same whatever W (pronghorn_worker.py
+// documents the seeds).
 //
 // Errors: a worker's own line. At start (an unknown id, a module that does
 // not import, an unsupported space, an interpreter older than 3.10):
 // UsageError naming the env and the interpreter. In reset or step (the env
 // raised): Error with the exception's last line; the traceback is on
-// stderr. A worker that dies: Error naming how.
+// stderr. A worker that dies: Error naming how. A worker whose env raised
+// answers every later command with the same line, so with splits in flight
+// the error is still the env's, whichever split's reply comes first.
 #pragma once
 
 #include <sys/types.h>
@@ -55,9 +58,6 @@ class PythonEnv final : public BatchEnv {
  public:
   // How long the workers may take to import the env's packages and make their envs.
   static constexpr std::chrono::seconds kStartTimeout{120};
-
-  // Whether `name` is a Python env's ("gymnasium:…", "envpool:…", "python:…").
-  static bool names_python_env(const std::string& name);
 
   // Starts the workers and takes their spec. Throws as above.
   static std::unique_ptr<PythonEnv> start(const EnvConfig& config, uint64_t seed);
@@ -91,6 +91,7 @@ class PythonEnv final : public BatchEnv {
   int64_t splits_;
   std::vector<Placed> workers_;
   std::vector<std::string> step_commands_;  // [S]: "step", or "step s" for each split
+  std::vector<std::string> step_labels_;    // [S]: how errors name them
 };
 
 }  // namespace pronghorn::envs

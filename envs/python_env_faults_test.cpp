@@ -210,6 +210,33 @@ TEST(PythonEnvTest, AnExceptionInStepIsAnErrorWithItsLastLine) {
   expect_contains(e, "step failed: ValueError: the walk fell off its line at step 2");
 }
 
+// With splits the actor sends a split's next step before it reads another's
+// reply: a worker whose env raised answers each command in flight, and any
+// after, with the env's line, not by closing its socket.
+TEST(PythonEnvTest, AnExceptionWithSplitsInFlightIsTheEnvsLineForEachOfThem) {
+  use_test_envs();
+  EnvConfig config = python_env("python:pronghorn_test_envs:make_walk", test_python(), 4);
+  config.workers = 2;
+  config.splits = 2;
+  config.options["fail_at"] = "2";
+  config.options["length"] = "10";
+  auto env = PythonEnv::start(config, 1);
+  Buffers b(env->spec(), 4);
+  env->reset(b.obs.data());
+  const std::vector<int32_t> right(4, 1);
+  const StepOutput out = b.out(false);
+  const auto begin = [&](int64_t s) { env->begin_step(s, right.data() + 2 * s); };
+  const auto finish = [&](int64_t s) { env->finish_step(s, rows_from(out, env->spec(), 2 * s)); };
+  for (int64_t s : {0, 1}) begin(s);  // step 1 of each split
+  for (int64_t s : {0, 1}) finish(s);
+  for (int64_t s : {0, 1}) begin(s);  // step 2 of each, in flight at once
+  const std::string line = "ValueError: the walk fell off its line at step 2";
+  expect_contains(error_of([&] { finish(0); }), "step (split 0 of 2) failed: " + line);
+  expect_contains(error_of([&] { finish(1); }), "step (split 1 of 2) failed: " + line);
+  begin(0);
+  expect_contains(error_of([&] { finish(0); }), "step (split 0 of 2) failed: " + line);
+}
+
 TEST(PythonEnvTest, AnEpisodeInfoValueThatIsNoNumberIsNamed) {
   use_test_envs();
   EnvConfig config = python_env("python:pronghorn_test_envs:make_scored_walk", test_python(), 1);

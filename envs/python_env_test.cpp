@@ -76,29 +76,14 @@ TEST(PythonEnvTest, SeveralWorkersStepTheSameEnvsAsOne) {
 // splits over 2 workers (worker 0 holds envs 0-2 and 6-8), in 3 splits
 // over one; EnvPool's pools seeded by their first env the same way.
 TEST(PythonEnvTest, SplitsStepTheSameEnvsAsOne) {
-  expect_same_as_gymnasium(test_python(), {.env_id = "CartPole-v1",
-                                           .k = 12,
-                                           .steps = 200,
-                                           .max_episode_steps = 25,
-                                           .min_terminations = 1,
-                                           .min_truncations = 1,
-                                           .workers = 2,
-                                           .splits = 2});
-  expect_same_as_gymnasium(test_python(), {.env_id = "LunarLander-v3",
-                                           .k = 6,
-                                           .steps = 800,
-                                           .max_episode_steps = 100,
-                                           .min_terminations = 2,
-                                           .min_truncations = 1,
-                                           .splits = 3});
-  expect_same_as_gymnasium(test_python(), {.env_id = "envpool:CartPole-v1",
-                                           .k = 8,
-                                           .steps = 200,
-                                           .max_episode_steps = 25,
-                                           .min_terminations = 1,
-                                           .min_truncations = 1,
-                                           .workers = 2,
-                                           .splits = 2});
+  const auto in_splits = [](testing::Rollout r, int64_t splits) {
+    r.splits = splits;
+    return r;
+  };
+  expect_same_as_gymnasium(test_python(), in_splits({"CartPole-v1", 12, 200, 25, 1, 1, 2}, 2));
+  expect_same_as_gymnasium(test_python(), in_splits({"LunarLander-v3", 6, 800, 100, 2, 1}, 3));
+  expect_same_as_gymnasium(test_python(),
+                           in_splits({"envpool:CartPole-v1", 8, 200, 25, 1, 1, 2}, 2));
 }
 
 // Any CPython >= 3.10 the user names: one of another minor version than

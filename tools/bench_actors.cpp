@@ -98,13 +98,13 @@ void bench_actors(const ActorBenchArgs& args) {
   const double elapsed = std::chrono::duration<double>(Clock::now() - from).count();
   fleet.end();
   const double actor_s = std::max(t.env_s + t.policy_s + t.wait_s, 1e-9);
-  const bool python =
-      envs::PythonEnv::names_python_env(config.env.name) && config.env.plugin.empty();
+  const bool python = names_python_env(config.env.name) && config.env.plugin.empty();
   std::cout << fmt::format(
       "bench actors: {} K={} actors={}{} T={}: {:.0f} env steps/s ({} steps in {:.2f} s); actor "
       "time: env {:.0f}%, policy {:.0f}%, waiting for a slot {:.0f}%\n",
       config.env.plugin.empty() ? config.env.name : config.env.plugin, config.env.num_envs,
-      fleet.initial_actors(), python ? fmt::format(" workers={}", config.env.workers) : "",
+      fleet.initial_actors(),
+      python ? fmt::format(" workers={} splits={}", config.env.workers, config.env.splits) : "",
       config.actor.unroll_length, t.steps / elapsed, t.steps, elapsed, 100 * t.env_s / actor_s,
       100 * t.policy_s / actor_s, 100 * t.wait_s / actor_s);
 }

@@ -71,7 +71,6 @@ void bench_learner(const EnvConfig& env_config, const ModelConfig& model_config,
                    int repeats) {
   EnvConfig config = env_config;
   config.num_envs = 1;
-  config.splits = 1;
   const EnvSpec spec = envs::make_env(config, 1)->spec();
   PolicyNet model(model_spec_for(spec, model_config));
   std::vector<int64_t> shape = {1, rows};  // one step of `rows` envs
@@ -102,7 +101,6 @@ void bench_products(const EnvConfig& env_config, const ModelConfig& model_config
                     int repeats) {
   EnvConfig config = env_config;
   config.num_envs = 1;
-  config.splits = 1;
   const EnvSpec spec = envs::make_env(config, 1)->spec();
   const policy_bench::ProductTimes times = policy_bench::time_learner_products(
       model_spec_for(spec, model_config), rows,

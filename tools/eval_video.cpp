@@ -37,9 +37,8 @@ actor::Evaluation record_episodes(PolicyNet& model, const EnvConfig& env_config,
                                   const std::string& path) {
   EnvConfig config = env_config;
   config.num_envs = 1;
-  config.splits = 1;
   // A Python env draws its own frames when made to (Gymnasium's render_mode).
-  const bool drawn = envs::PythonEnv::names_python_env(config.name);
+  const bool drawn = names_python_env(config.name);
   if (drawn) config.options.emplace("render_mode", "\"rgb_array\"");
   torch::InferenceMode inference;
   const std::unique_ptr<actor::ActingLoop> loop =

@@ -525,10 +525,16 @@ class Commands:
 
 def serve(control, worker):
     commands = Commands(control)
+    failed = None  # the error line, once the env raised
     while True:
         command = commands.next()
         if command is None:
             return
+        if failed is not None:
+            # The actor may have sent a split's step before it read the error:
+            # each command in flight gets the env's line, not a closed socket.
+            reply(control, failed)
+            continue
         try:
             if command == "reset":
                 worker.reset()
@@ -543,11 +549,22 @@ def serve(control, worker):
                 continue
             else:
                 raise RuntimeError(f"unknown command {command!r}")
-            control.sendall(b"ok\n")
+            ok = True
         except Exception as e:  # the env's own: the job ends naming it
             traceback.print_exc()
-            control.sendall(f"error {one_line(last_line(e))}\n".encode())
+            failed, ok = f"error {one_line(last_line(e))}\n".encode(), False
+        if not reply(control, b"ok\n" if ok else failed):
             return
+
+
+def reply(control, line):
+    """Sends `line`; False when the actor is gone (it ended first, with its own
+    line: nothing to add)."""
+    try:
+        control.sendall(line)
+        return True
+    except (BrokenPipeError, ConnectionResetError):
+        return False
 
 
 def watch_parent(parent):
