@@ -44,8 +44,8 @@ EnvSpec probe_python_env(const EnvConfig& config, std::chrono::milliseconds dead
 
 std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t seed) {
   const int64_t k = config.num_envs, splits = config.splits;
-  // A config's check (core/config_checks.cpp) says so first; this for the
-  // callers that change env.num_envs.
+  // core/config_checks.cpp refuses this first; here for the callers that
+  // change env.num_envs after it.
   if (splits < 1 || k % splits != 0) {
     throw UsageError(fmt::format("env {}: env.splits = {} does not divide env.num_envs = {}",
                                  config.name, splits, k));
