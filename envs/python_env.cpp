@@ -75,11 +75,11 @@ std::unique_ptr<PythonEnv> PythonEnv::start(const EnvConfig& config, uint64_t se
 }
 
 PythonEnv::PythonEnv(EnvSpec spec, int64_t num_envs, int64_t splits, std::vector<Placed> workers)
-    : BatchEnv(std::move(spec), num_envs), splits_(splits), workers_(std::move(workers)) {
-  for (int64_t s = 0; s < splits_; ++s) {
-    step_commands_.push_back(splits_ == 1 ? std::string("step") : fmt::format("step {}", s));
-    step_labels_.push_back(splits_ == 1 ? std::string("step")
-                                        : fmt::format("step (split {} of {})", s, splits_));
+    : BatchEnv(std::move(spec), num_envs), workers_(std::move(workers)) {
+  for (int64_t s = 0; s < splits; ++s) {
+    step_commands_.push_back(splits == 1 ? std::string("step") : fmt::format("step {}", s));
+    step_labels_.push_back(splits == 1 ? std::string("step")
+                                       : fmt::format("step (split {} of {})", s, splits));
   }
 }
 
@@ -108,7 +108,7 @@ void PythonEnv::call_all(const char* command) {
 void PythonEnv::reset_unchecked(void* obs) {
   call_all("reset");
   const size_t row = spec().obs_bytes();
-  for (int64_t s = 0; s < splits_; ++s) {
+  for (int64_t s = 0; s < splits(); ++s) {
     for (Placed& w : workers_) {
       const auto first = static_cast<size_t>(s * split_rows() + w.offset);
       std::memcpy(static_cast<uint8_t*>(obs) + first * row,
@@ -119,10 +119,10 @@ void PythonEnv::reset_unchecked(void* obs) {
 
 void PythonEnv::step_unchecked(const void* actions, const StepOutput& out) {
   const size_t action_row = spec().action_bytes();
-  for (int64_t s = 0; s < splits_; ++s) {
+  for (int64_t s = 0; s < splits(); ++s) {
     begin_step_unchecked(s, static_cast<const uint8_t*>(actions) + s * split_rows() * action_row);
   }
-  for (int64_t s = 0; s < splits_; ++s) {
+  for (int64_t s = 0; s < splits(); ++s) {
     finish_step_unchecked(s, rows_from(out, spec(), s * split_rows()));
   }
 }

@@ -69,7 +69,7 @@ class PythonEnv final : public BatchEnv {
   std::optional<Frame> frame() override;
   // The workers' process ids, in the order of their first rows.
   std::vector<pid_t> worker_pids() const;
-  int64_t splits() const override { return splits_; }
+  int64_t splits() const override { return static_cast<int64_t>(step_commands_.size()); }
 
  protected:
   void reset_unchecked(void* obs) override;
@@ -88,7 +88,6 @@ class PythonEnv final : public BatchEnv {
   // Sends `command` to every worker, then awaits every reply.
   void call_all(const char* command);
 
-  int64_t splits_;
   std::vector<Placed> workers_;
   std::vector<std::string> step_commands_;  // [S]: "step", or "step s" for each split
   std::vector<std::string> step_labels_;    // [S]: how errors name them

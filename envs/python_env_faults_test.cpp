@@ -194,12 +194,17 @@ TEST(PythonEnvTest, AVectorEnvSteppingFloatsIntoAByteSpaceIsNamed) {
                   "uint8");
 }
 
-TEST(PythonEnvTest, AnExceptionInStepIsAnErrorWithItsLastLine) {
+// `k` walks that raise at their second step.
+EnvConfig walks_failing_at_step_2(int64_t k) {
   use_test_envs();
-  EnvConfig config = python_env("python:pronghorn_test_envs:make_walk", test_python(), 2);
+  EnvConfig config = python_env("python:pronghorn_test_envs:make_walk", test_python(), k);
   config.options["fail_at"] = "2";
   config.options["length"] = "10";
-  auto env = PythonEnv::start(config, 1);
+  return config;
+}
+
+TEST(PythonEnvTest, AnExceptionInStepIsAnErrorWithItsLastLine) {
+  auto env = PythonEnv::start(walks_failing_at_step_2(2), 1);
   Buffers b(env->spec(), 2);
   env->reset(b.obs.data());
   const std::vector<int32_t> right(2, 1);
@@ -214,12 +219,9 @@ TEST(PythonEnvTest, AnExceptionInStepIsAnErrorWithItsLastLine) {
 // reply: a worker whose env raised answers each command in flight, and any
 // after, with the env's line, not by closing its socket.
 TEST(PythonEnvTest, AnExceptionWithSplitsInFlightIsTheEnvsLineForEachOfThem) {
-  use_test_envs();
-  EnvConfig config = python_env("python:pronghorn_test_envs:make_walk", test_python(), 4);
+  EnvConfig config = walks_failing_at_step_2(4);
   config.workers = 2;
   config.splits = 2;
-  config.options["fail_at"] = "2";
-  config.options["length"] = "10";
   auto env = PythonEnv::start(config, 1);
   Buffers b(env->spec(), 4);
   env->reset(b.obs.data());
