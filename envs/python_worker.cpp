@@ -34,15 +34,19 @@ namespace {
 
 // Run by `env.python -c`: refuses an interpreter older than 3.10 in words
 // on the control socket, fd 3 (the worker's own syntax would fail to compile
-// there), then runs the worker, its source and arguments being argv[1] and
-// argv[2].
+// there), then makes pronghorn_vector.py's source (argv[1]) the module of
+// that name and runs the worker, its source and arguments being argv[2] and
+// argv[3].
 constexpr const char* kBootstrap =
-    "import os, sys\n"
+    "import os, sys, types\n"
     "if sys.version_info < (3, 10):\n"
     "    os.write(3, ('error this is Python %d.%d; Python envs need 3.10 or newer\\n'"
     " % sys.version_info[:2]).encode())\n"
     "    sys.exit(2)\n"
-    "source, sys.argv = sys.argv[1], ['pronghorn_worker.py'] + sys.argv[2:]\n"
+    "vector = types.ModuleType('pronghorn_vector')\n"
+    "exec(compile(sys.argv[1], 'pronghorn_vector.py', 'exec'), vector.__dict__)\n"
+    "sys.modules['pronghorn_vector'] = vector\n"
+    "source, sys.argv = sys.argv[2], ['pronghorn_worker.py'] + sys.argv[3:]\n"
     "exec(compile(source, 'pronghorn_worker.py', 'exec'), {'__name__': '__main__'})\n";
 
 constexpr int kWorkerControlFd = 3;
@@ -113,9 +117,9 @@ PythonWorker::PythonWorker(const EnvConfig& config, int64_t num_envs,
   int sockets[2];
   PRONGHORN_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) == 0, label_,
                   ": socketpair: ", std::strerror(errno));
-  const std::string source(kPythonWorkerSource);
+  const std::string vector(kPythonVectorSource), source(kPythonWorkerSource);
   const std::string args = worker_args(config, num_envs, first_envs, seed, with_packages);
-  std::vector<std::string> argv_text = {python_, "-c", kBootstrap, source, args};
+  std::vector<std::string> argv_text = {python_, "-c", kBootstrap, vector, source, args};
   std::vector<char*> argv;
   for (std::string& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -1,6 +1,6 @@
 # Reads the Atari protocol back from the env a preset runs
 # (envs/python_env_atari_test.cpp): the vector env the worker makes
-# (envs/python/pronghorn_worker.py's make_vector) from a preset's env.name,
+# (envs/python/pronghorn_vector.py's make_vector) from a preset's env.name,
 # env.options and env.max_episode_steps, asked what it runs.
 #
 #   atari_protocol.py NAME OPTIONS_JSON MAX_EPISODE_STEPS
@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "envs", "python"))
-import pronghorn_worker  # noqa: E402
+import pronghorn_vector  # noqa: E402
 
 K = 8
 SEED = 11
@@ -38,7 +38,7 @@ STEPS = 200
 
 
 def make(name, options, max_episode_steps):
-    return pronghorn_worker.make_vector(name, options, K, max_episode_steps, SEED, 0)
+    return pronghorn_vector.make_vector(name, options, K, max_episode_steps, SEED, 0)
 
 
 def play(vec):
