@@ -29,8 +29,8 @@
 # ended episode's last observation goes to final_obs. Seeds: the actor's env
 # i (row j of split s here, i = first_envs[s] + j) gets env_seed(seed, i) at
 # the first reset, EnvPool's and a vector entry point's (ale-py's)
-# envpool_seed(seed) + i (both in pronghorn_vector.py); later resets and autoresets continue each env's
-# generator.
+# envpool_seed(seed) + i (both in pronghorn_vector.py); later resets and
+# autoresets continue each env's generator.
 import json
 import os
 import socket
