@@ -242,9 +242,10 @@ Config load_config(const std::string& toml_path, const std::vector<std::string>&
   return parse_config(read_config_file(toml_path), toml_path, overrides);
 }
 
-bool names_python_env(const std::string& name) {
-  return name.starts_with("gymnasium:") || name.starts_with("envpool:") ||
-         name.starts_with("python:");
+bool is_python_env(const EnvConfig& env) {
+  return env.plugin.empty() &&
+         (env.name.starts_with("gymnasium:") || env.name.starts_with("envpool:") ||
+          env.name.starts_with("python:"));
 }
 
 void validate(const Config& config) {

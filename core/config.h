@@ -310,9 +310,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
 // Throws UsageError unless every value is in range and the combination holds.
 void validate(const Config& config);
 
-// Whether env.name `name` is a Python env's ("gymnasium:…", "envpool:…",
-// "python:…"; envs/python_env.h).
-bool names_python_env(const std::string& name);
+// Whether `env` is hosted in Python env workers (envs/python_env.h): no
+// env.plugin, and env.name "gymnasium:…", "envpool:…" or "python:…".
+bool is_python_env(const EnvConfig& env);
 
 // Whether HOST:PORT names this machine only (127.0.0.0/8, ::1, localhost).
 bool is_loopback_address(const std::string& host_port);

@@ -143,7 +143,7 @@ void check_deterministic(const Config& c) {
 // env.splits > 1: a Python env (the others step in the actor's own thread:
 // nothing to overlap), its envs split evenly with every worker in each split.
 void check_splits(const EnvConfig& env) {
-  if (!env.plugin.empty() || !names_python_env(env.name)) {
+  if (!is_python_env(env)) {
     fail(fmt::format(
         "env.splits = {}: expected 1 for a built-in or plugin env (they step in the actor's own "
         "thread); splits overlap a Python env's worker processes with the actor",

@@ -169,7 +169,7 @@ std::unique_ptr<BatchEnv> make_builtin_env(const std::string& name, int64_t num_
 }
 
 void check_episode_info(const EnvConfig& config) {
-  if (config.episode_info.empty() || (config.plugin.empty() && names_python_env(config.name))) {
+  if (config.episode_info.empty() || is_python_env(config)) {
     return;
   }
   throw UsageError(fmt::format(
@@ -180,7 +180,7 @@ void check_episode_info(const EnvConfig& config) {
 
 std::unique_ptr<BatchEnv> make_env(const EnvConfig& config, uint64_t seed) {
   check_episode_info(config);
-  if (config.plugin.empty() && names_python_env(config.name)) {
+  if (is_python_env(config)) {
     return PythonEnv::start(config, seed);
   }
   if (!config.plugin.empty()) {

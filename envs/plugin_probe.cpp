@@ -207,7 +207,7 @@ milliseconds ProbeCommand::default_probe_deadline() {
 
 EnvSpec probe_env_spec(const EnvConfig& config, const ProbeCommand& command) {
   check_episode_info(config);
-  if (config.plugin.empty() && names_python_env(config.name)) {
+  if (is_python_env(config)) {
     return probe_python_env(config, command.deadline);
   }
   if (config.plugin.empty()) {

@@ -19,10 +19,11 @@
 //
 //   rows of the actor: | split 0: worker 0, worker 1 | split 1: worker 0, worker 1 |
 //
-// The workers load no LibTorch and none of our code; they die with this process (PR_SET_PDEATHSIG,
-// and a watch on their parent). Observations cross once: from a worker's memory into the caller's
-// buffer (a ring slot). Env i of the actor is seeded the same whatever W (pronghorn_worker.py
-// documents the seeds).
+// The workers load no LibTorch and none of our code; they die with this
+// process (PR_SET_PDEATHSIG, and a watch on their parent). Observations
+// cross once: from a worker's memory into the caller's buffer (a ring
+// slot). Env i of the actor is seeded the same whatever W
+// (pronghorn_worker.py documents the seeds).
 //
 // Errors: a worker's own line. At start (an unknown id, a module that does
 // not import, an unsupported space, an interpreter older than 3.10):

@@ -98,7 +98,7 @@ void bench_actors(const ActorBenchArgs& args) {
   const double elapsed = std::chrono::duration<double>(Clock::now() - from).count();
   fleet.end();
   const double actor_s = std::max(t.env_s + t.policy_s + t.wait_s, 1e-9);
-  const bool python = names_python_env(config.env.name) && config.env.plugin.empty();
+  const bool python = is_python_env(config.env);
   std::cout << fmt::format(
       "bench actors: {} K={} actors={}{} T={}: {:.0f} env steps/s ({} steps in {:.2f} s); actor "
       "time: env {:.0f}%, policy {:.0f}%, waiting for a slot {:.0f}%\n",

@@ -51,7 +51,7 @@ Command add_envs_command(CLI::App& app) {
           EnvConfig config;
           config.name = args->python_env;
           config.python = args->python;
-          if (!names_python_env(config.name)) {
+          if (!is_python_env(config)) {
             throw UsageError(fmt::format(
                 "--python-env {}: expected \"gymnasium:<id>\" or \"python:<module>:<callable>\"",
                 config.name));

@@ -38,7 +38,7 @@ actor::Evaluation record_episodes(PolicyNet& model, const EnvConfig& env_config,
   EnvConfig config = env_config;
   config.num_envs = 1;
   // A Python env draws its own frames when made to (Gymnasium's render_mode).
-  const bool drawn = names_python_env(config.name);
+  const bool drawn = is_python_env(config);
   if (drawn) config.options.emplace("render_mode", "\"rgb_array\"");
   torch::InferenceMode inference;
   const std::unique_ptr<actor::ActingLoop> loop =
