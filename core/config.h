@@ -111,6 +111,7 @@ struct LossConfig {
   enum class Kind { kImpala, kPpo };
   enum class Advantages { kVtrace, kGae };
   enum class Reduction { kMean, kSum };
+  enum class AdvantageStats { kMinibatch, kBatch };
 
   Kind kind = Kind::kImpala;                    // impala (V-trace actor-critic) or ppo
   Advantages advantages = Advantages::kVtrace;  // PPO only: vtrace or gae
@@ -134,8 +135,12 @@ struct LossConfig {
   double baseline_cost = 0.5;
   double entropy_cost = 0.01;
   Reduction reduction = Reduction::kMean;  // over the T·B samples of a batch: mean or sum
-  // Advantages to mean 0, std 1 over each minibatch before the policy loss.
+  // Advantages to mean 0, std 1 before the policy loss, by advantage_stats:
+  // each minibatch's own mean and std, or the batch's (from the advantages of
+  // its first forward, before any step: minibatches of single env columns
+  // are one trajectory each, whose own statistics are those of 1 / N of it).
   bool normalize_advantages = false;
+  AdvantageStats advantage_stats = AdvantageStats::kMinibatch;
   // Rewards (after reward_scale) divided by a running estimate of the
   // discounted return's standard deviation, clipped to ±10
   // (learner/return_scaling.h).
@@ -194,6 +199,7 @@ constexpr ChoiceNames<2> names_of(LearnerConfig::Shuffle) { return {"columns", "
 constexpr ChoiceNames<2> names_of(LossConfig::Kind) { return {"impala", "ppo"}; }
 constexpr ChoiceNames<2> names_of(LossConfig::Advantages) { return {"vtrace", "gae"}; }
 constexpr ChoiceNames<2> names_of(LossConfig::Reduction) { return {"mean", "sum"}; }
+constexpr ChoiceNames<2> names_of(LossConfig::AdvantageStats) { return {"minibatch", "batch"}; }
 constexpr ChoiceNames<4> names_of(ModelConfig::Kind) {
   return {"auto", "mlp", "impala_cnn", "nature_cnn"};
 }

@@ -65,7 +65,8 @@ std::vector<Field> fields(Config& c) {
     {"loss",        "entropy_cost",          &c.loss.entropy_cost,                0,     1e6,                  {},                             kSame,    "weight of the entropy bonus"},
     {"loss",        "reduction",             choice(&c.loss.reduction),           0,     0,                    choices(c.loss.reduction),      kSame,    "how loss terms reduce over T·B samples"},
     {"loss",        "return_scaling",        &c.loss.return_scaling,              0,     0,                    {},                             kSame,    "divide rewards by a running estimate of the discounted return's standard deviation, clipped to ±10 (Stable-Baselines3's norm_reward)"},
-    {"loss",        "normalize_advantages",  &c.loss.normalize_advantages,        0,     0,                    {},                             kSame,    "advantages to mean 0, std 1 over each minibatch before the policy loss"},
+    {"loss",        "normalize_advantages",  &c.loss.normalize_advantages,        0,     0,                    {},                             kSame,    "advantages to mean 0, std 1 before the policy loss (by loss.advantage_stats)"},
+    {"loss",        "advantage_stats",       choice(&c.loss.advantage_stats),     0,     0,                    choices(c.loss.advantage_stats), kSame,   "the mean and std loss.normalize_advantages uses: each minibatch's own, or the whole batch's (its advantages before the first step)"},
 
     {"model",       "kind",                  choice(&c.model.kind),               0,     0,                    choices(c.model.kind),          kSame,    "auto: MLP for vectors, IMPALA CNN for images"},
     {"model",       "hidden",                &c.model.hidden,                     1,     65536,                {},                             kSame,    "MLP hidden layer widths, e.g. [64, 64]"},

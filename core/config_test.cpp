@@ -218,6 +218,11 @@ TEST(ConfigTest, MinibatchesThatDoNotDivideTheBatchAreRefusedNamingTheKeys) {
   EXPECT_EQ(defaults.learner.epochs, 1);
   EXPECT_EQ(defaults.learner.minibatches, 1);
   EXPECT_FALSE(defaults.loss.normalize_advantages);
+  EXPECT_EQ(defaults.loss.advantage_stats, LossConfig::AdvantageStats::kMinibatch);
+  EXPECT_EQ(parse_config("", "test.toml", {"loss.advantage_stats=batch"}).loss.advantage_stats,
+            LossConfig::AdvantageStats::kBatch);
+  expect_names(config_error_of("", {"loss.advantage_stats=epoch"}),
+               {"loss.advantage_stats", "\"epoch\"", "minibatch, batch"});
 }
 
 // learner.shuffle = "steps" splits the batch's T·B·K steps: PPO on GAE and a

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -41,7 +43,9 @@ Trainer::Trainer(const Config& c, const EnvSpec& spec)
       epochs_(c.learner.epochs),
       minibatches_(c.learner.minibatches),
       shuffle_steps_(c.learner.shuffle == LearnerConfig::Shuffle::kSteps),
-      permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))) {
+      permutations_(at::detail::createCPUGenerator(static_cast<uint64_t>(c.run.seed))),
+      batch_advantage_stats_(c.loss.normalize_advantages &&
+                             c.loss.advantage_stats == LossConfig::AdvantageStats::kBatch) {
   // The config's checks refuse this too; a single step has no trajectory for
   // V-trace or a core.
   PRONGHORN_CHECK(!shuffle_steps_ || (use_gae_ && c.model.core == ModelConfig::Core::kNone),
@@ -152,12 +156,14 @@ void Trainer::start_batch(const Batch& batch) {
     }
   }
   batch_advantages_ = batch_targets_ = batch_values_ = at::Tensor();
+  advantage_mean_ = advantage_std_ = at::Tensor();
   // Standard PPO: GAE from the weights the batch starts with, kept for every
-  // pass; loss.value_clip's V₀, the values of those weights. With one step
-  // both come from that step's own forward, the same weights (and the value
-  // clip cannot bite).
+  // pass; loss.value_clip's V₀, the values of those weights;
+  // loss.advantage_stats = "batch"'s mean and std, of the advantages under
+  // them. With one step all come from that step's own forward, the same
+  // weights (and the value clip cannot bite).
   const bool clip_values = loss_options_.value_clip > 0;
-  if ((use_gae_ || clip_values) && steps_per_batch() > 1) {
+  if ((use_gae_ || clip_values || batch_advantage_stats_) && steps_per_batch() > 1) {
     at::NoGradGuard no_grad;
     const int64_t T = batch_.rewards.size(0);
     const PolicyOutput out = forward(batch_);
@@ -167,6 +173,12 @@ void Trainer::start_batch(const Batch& batch) {
       batch_advantages_ = r.advantages, batch_targets_ = r.returns;
     }
     if (clip_values) batch_values_ = values.slice(0, 0, T);
+    if (batch_advantage_stats_) {
+      const at::Tensor advantages =
+          use_gae_ ? batch_advantages_ : vtrace(batch_, out, values).first;
+      advantage_mean_ = advantages.mean();
+      advantage_std_ = advantages.std(/*unbiased=*/false);
+    }
   }
   start_s_ = seconds_since(start);
 }
@@ -199,6 +211,7 @@ StepStats Trainer::backward_step(int64_t step) {
 
 StepStats Trainer::backward(const Batch& batch) {
   const auto start = Clock::now();
+  advantage_mean_ = advantage_std_ = at::Tensor();  // no plan: its own statistics are the batch's
   StepStats s = backward_on(on_device(batch), at::Tensor(), at::Tensor());
   s.forward_s = seconds_since(start) - s.backward_s;
   return s;
@@ -222,6 +235,29 @@ kernels::GaeResult Trainer::gae(const Batch& b, const PolicyOutput& out, const a
                                     truncation);
 }
 
+// V-trace of `b` from the network's outputs on it ([(T+1)·N] rows; values
+// [T+1, N]), no gradients: the policy-gradient advantages and the value
+// targets vs, [T, N].
+std::pair<at::Tensor, at::Tensor> Trainer::vtrace(const Batch& b, const PolicyOutput& out,
+                                                  const at::Tensor& values) {
+  at::NoGradGuard no_grad;
+  const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
+  const at::Tensor head = out.logits.view({T + 1, N, -1}).slice(0, 0, T).detach();
+  const at::Tensor v = values.slice(0, 0, T).detach(), bootstrap = values[T].detach();
+  const kernels::Truncation truncation{b.truncated, b.final_values};
+  kernels::VtraceResult r;
+  if (continuous_) {
+    const at::Tensor log_std = out.log_std.view({T + 1, N, -1}).slice(0, 0, T).detach();
+    const at::Tensor log_rhos = gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs;
+    r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v, bootstrap,
+                                      vtrace_params_, truncation);
+  } else {
+    r = kernels::vtrace_from_logits(head, b.actions, b.behaviour_log_probs, b.discounts, b.rewards,
+                                    v, bootstrap, vtrace_params_, truncation);
+  }
+  return {r.pg_advantages, r.vs};
+}
+
 // [(T+1)·N] outputs. A recurrent core runs through the T+1 steps from the
 // actors' stored state, zeroed after each step that ended an episode, so the
 // bootstrap row T has the state its step had on the actor.
@@ -237,30 +273,16 @@ StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor
   at::Tensor values = out.value.view({T + 1, N});
   at::Tensor head = logits.slice(0, 0, T);
   at::Tensor v = values.slice(0, 0, T);
-  const kernels::Truncation truncation{b.truncated, b.final_values};
-  const kernels::VtraceParams& vp = vtrace_params_;
   // Gaussian heads: the log-std of steps 0 … T−1, [T, N, D].
   at::Tensor log_std = continuous_ ? out.log_std.view({T + 1, N, -1}).slice(0, 0, T) : at::Tensor();
-  {
+  if (advantages.defined()) {
+    // Given: GAE computed once for the batch (start_batch).
+  } else if (use_gae_) {
     at::NoGradGuard no_grad;
-    at::Tensor bootstrap = values[T].detach();
-    if (advantages.defined()) {
-      // Given: GAE computed once for the batch (start_batch).
-    } else if (use_gae_) {
-      const kernels::GaeResult r = gae(b, out, values);
-      advantages = r.advantages, targets = r.returns;
-    } else if (continuous_) {
-      at::Tensor log_rhos =
-          (gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs).detach();
-      auto r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v.detach(),
-                                             bootstrap, vp, truncation);
-      advantages = r.pg_advantages, targets = r.vs;
-    } else {
-      auto r =
-          kernels::vtrace_from_logits(head.detach(), b.actions, b.behaviour_log_probs, b.discounts,
-                                      b.rewards, v.detach(), bootstrap, vp, truncation);
-      advantages = r.pg_advantages, targets = r.vs;
-    }
+    const kernels::GaeResult r = gae(b, out, values);
+    advantages = r.advantages, targets = r.returns;
+  } else {
+    std::tie(advantages, targets) = vtrace(b, out, values);
   }
   return loss_backward({head, log_std, v}, b.actions, b.behaviour_log_probs, advantages, targets,
                        old_values);
@@ -288,7 +310,13 @@ StepStats Trainer::loss_backward(const HeadOutputs& o, const at::Tensor& actions
   if (c_.loss.normalize_advantages) {
     at::NoGradGuard no_grad;
     // The population std: a one-sample minibatch gets advantage 0, not NaN.
-    advantages = (advantages - advantages.mean()) / (advantages.std(/*unbiased=*/false) + 1e-8);
+    // The batch's statistics where start_batch() took them (with one step
+    // per batch, this minibatch is the batch).
+    if (advantage_mean_.defined()) {
+      advantages = (advantages - advantage_mean_) / (advantage_std_ + 1e-8);
+    } else {
+      advantages = (advantages - advantages.mean()) / (advantages.std(/*unbiased=*/false) + 1e-8);
+    }
   }
   kernels::LossResult loss =
       continuous_

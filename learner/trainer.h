@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -111,6 +112,9 @@ class Trainer {
   PolicyOutput forward(const Batch& b);               // [(T+1)·N] rows
   // GAE(λ) of `b` from the network's outputs on it (values [T+1, N]).
   kernels::GaeResult gae(const Batch& b, const PolicyOutput& out, const at::Tensor& values);
+  // V-trace of `b` from the same: the policy-gradient advantages and vs, [T, N].
+  std::pair<at::Tensor, at::Tensor> vtrace(const Batch& b, const PolicyOutput& out,
+                                           const at::Tensor& values);
   // Forward, loss and backward on `b`, whose advantages and value targets
   // are given ([T, N]) or, undefined, computed from this forward; old_values
   // [T, N] (or undefined) are what loss.value_clip clips against.
@@ -137,8 +141,9 @@ class Trainer {
   kernels::VtraceParams vtrace_params_;
   kernels::LossOptions loss_options_;
   const int64_t epochs_, minibatches_;
-  const bool shuffle_steps_;    // learner.shuffle = "steps"
-  at::Generator permutations_;  // run.seed's, CPU
+  const bool shuffle_steps_;          // learner.shuffle = "steps"
+  at::Generator permutations_;        // run.seed's, CPU
+  const bool batch_advantage_stats_;  // loss.advantage_stats = "batch" (and normalising)
   std::optional<ReturnScaler> return_scaler_;
   std::optional<ObservationStats> observation_stats_;
   // The started batch: on the device, its GAE advantages and returns when
@@ -146,6 +151,9 @@ class Trainer {
   Batch batch_;
   at::Tensor batch_advantages_, batch_targets_;
   at::Tensor batch_values_;  // [T, N] the values of that forward (loss.value_clip's V₀)
+  // loss.advantage_stats = "batch": the mean and population std of the
+  // batch's advantages under that forward (0-dim; undefined otherwise).
+  at::Tensor advantage_mean_, advantage_std_;
   std::vector<at::Tensor> minibatches_of_;
   double start_s_ = 0;  // start_batch's time, counted in the first step's forward_s
 };

@@ -2,7 +2,8 @@
 // epoch of one minibatch is exactly the single step; two epochs of two
 // minibatches are the four optimizer steps a naive float64 reference takes
 // by hand over the same columns (GAE once from the starting weights,
-// advantages normalised per minibatch, PPO's loss, clipping, Adam); and on a
+// advantages normalised per minibatch or by the batch's statistics, PPO's
+// loss, clipping, Adam); and on a
 // second pass PPO's clip cuts the policy gradient of the samples it clips;
 // an LSTM's minibatch carries its columns' state and ended flags. The
 // reference is learner/testing/minibatch_reference.h's; single steps
@@ -79,6 +80,61 @@ TEST_P(TrainerMinibatchTest, TwoEpochsOfTwoMinibatchesAreFourStepsOverPermutedCo
     reference.step();
   }
   expect_same_steps(t, start, reference.weights());
+}
+
+// loss.advantage_stats = "batch": every minibatch's advantages standardised
+// by the mean and population std of the whole batch's, from the weights it
+// started with, against the reference doing so in float64 (its own
+// per-minibatch normalisation off).
+TEST_P(TrainerMinibatchTest, BatchStatisticsStandardiseEveryMinibatchByTheWholeBatchs) {
+  const std::vector<std::string> common = {"learner.epochs=2", "learner.minibatches=2",
+                                           std::string("model.fast_path=") + GetParam()};
+  std::vector<std::string> batch_stats = common;
+  batch_stats.insert(batch_stats.end(),
+                     {"loss.normalize_advantages=true", "loss.advantage_stats=batch"});
+  const Batch b = random_batch(6, 16);
+  torch::manual_seed(9);
+  Trainer t(ppo_config(batch_stats), cartpole());
+  Reference reference(ppo_config(common), 9);
+  const std::vector<double> start = reference.weights();
+  t.learn(b, 0.0);
+  const auto [advantages, returns] = reference.gae(b);
+  const at::Tensor standardised =
+      (advantages - advantages.mean()) / (advantages.std(/*unbiased=*/false) + 1e-8);
+  for (int64_t i = 0; i < t.steps_per_batch(); ++i) {
+    reference.loss(b, t.minibatch(i), standardised, returns).backward();
+    reference.step();
+  }
+  expect_same_steps(t, start, reference.weights());
+}
+
+// The same on V-trace, recomputed each step from the weights as they are:
+// the statistics stay the starting weights' all batch long. The first step
+// (starting weights, the whole batch) is the minibatch statistics' to the
+// bit; the second, after the weights moved, is not.
+TEST_P(TrainerMinibatchTest, BatchStatisticsOfVtraceAreTheStartingWeights) {
+  const auto config = [&](const char* stats) {
+    return load_config(
+        "", {"learner.device=cpu", "loss.kind=ppo", "loss.advantages=vtrace", "learner.epochs=2",
+             "loss.normalize_advantages=true", std::string("loss.advantage_stats=") + stats,
+             std::string("model.fast_path=") + GetParam()});
+  };
+  const Batch b = random_batch(6, 17);
+  torch::manual_seed(10);
+  Trainer batch(config("batch"), cartpole());
+  torch::manual_seed(10);
+  Trainer minibatch(config("minibatch"), cartpole());
+  batch.start_batch(b);
+  minibatch.start_batch(b);
+  for (int64_t step = 0; step < 2; ++step) {
+    StepStats got = batch.backward_step(step), want = minibatch.backward_step(step);
+    const std::vector<at::Tensor> g = gradients(batch), w = gradients(minibatch);
+    bool same = true;
+    for (size_t i = 0; i < g.size(); ++i) same = same && torch::equal(g[i], w[i]);
+    EXPECT_EQ(same, step == 0) << "step " << step;
+    batch.apply(got, 0.0);
+    minibatch.apply(want, 0.0);
+  }
 }
 
 // On the second pass the policy has moved off the actors' (behaviour)
