@@ -221,6 +221,32 @@ TEST(CliTest, BenchLearnerPrintsSamplesPerSecondAtEachThreadCount) {
   EXPECT_EQ(bad.out, "") << "no table header before the error";
 }
 
+// A Gaussian head and config keys: the MuJoCo presets' learner, whose batch
+// is learner.epochs × learner.minibatches optimizer steps.
+TEST(CliTest, BenchLearnerTakesAGaussianHeadAndConfigKeys) {
+  Result r = pronghorn({"bench",        "learner",
+                        "--model",      "mlp",
+                        "--obs-shape",  "17",
+                        "--obs-dtype",  "float32",
+                        "--action-dim", "6",
+                        "--loss",       "ppo",
+                        "--unroll",     "4",
+                        "--columns",    "8",
+                        "--set",        "learner.epochs=3",
+                        "--set",        "learner.minibatches=2",
+                        "--set",        "model.separate_value=true",
+                        "--repeats",    "2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  const size_t row = r.out.find("| cpu | 1 | 4 × 8 | ");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  // ms/step, then the 6 optimizer steps.
+  const size_t ms_end = r.out.find(" | ", row + 20);
+  EXPECT_EQ(r.out.substr(ms_end, 5), " | 6 ") << r.out;
+  Result bad = pronghorn({"bench", "learner", "--set", "learner.epochs=0"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("learner.epochs = 0"), std::string::npos) << bad.err;
+}
+
 // The whole actor side of a config, and nothing of it left behind: no
 // segment in /dev/shm, no scratch run directory (of those not there before).
 TEST(CliTest, BenchActorsPrintsStepsPerSecondAndLeavesNothing) {

@@ -5,7 +5,9 @@
 // the device, forward, V-trace (or GAE), loss, backward, clipping and Adam.
 // The copy of the batch alone is timed too, the trainer's way (through pinned
 // memory), as its share of the step; the weights' publication to the actors
-// is not part of it.
+// is not part of it. A step is learner.epochs × learner.minibatches optimizer
+// steps (--set), each timed as its share; --action-dim gives a Gaussian head
+// (the MuJoCo presets' learner: --set the preset's keys).
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -40,6 +42,8 @@ struct LearnerBenchArgs {
   std::string device = "cpu";
   std::vector<int> threads = {1};
   std::string loss = "impala";
+  int64_t action_dim = 0;         // > 0: continuous actions of this many dims
+  std::vector<std::string> sets;  // config overrides, after the ones above
   int repeats = 20;
 };
 
@@ -49,8 +53,12 @@ EnvSpec shaped_spec(const LearnerBenchArgs& a) {
   spec.name = fmt::format("{}[{}]", a.obs_dtype, fmt::join(a.obs_shape, "×"));
   spec.obs_dtype = a.obs_dtype == "uint8" ? Dtype::kUInt8 : Dtype::kFloat32;
   spec.obs_shape = a.obs_shape;
-  spec.action_kind = ActionKind::kDiscrete;
-  spec.action_size = a.actions;
+  spec.action_kind = a.action_dim > 0 ? ActionKind::kContinuous : ActionKind::kDiscrete;
+  spec.action_size = a.action_dim > 0 ? a.action_dim : a.actions;
+  if (a.action_dim > 0) {
+    spec.action_low.assign(static_cast<size_t>(a.action_dim), -1.0f);
+    spec.action_high.assign(static_cast<size_t>(a.action_dim), 1.0f);
+  }
   return spec;
 }
 
@@ -62,8 +70,10 @@ void wait_for(const at::Device& device) {
 // first row: an error before it leaves only its own line).
 void bench_one(const LearnerBenchArgs& a, int threads, bool& header_printed) {
   const EnvSpec spec = shaped_spec(a);
-  Config config = load_config(
-      "", {"learner.device=" + a.device, "model.kind=" + a.model, "loss.kind=" + a.loss});
+  std::vector<std::string> overrides = {"learner.device=" + a.device, "model.kind=" + a.model,
+                                        "loss.kind=" + a.loss};
+  overrides.insert(overrides.end(), a.sets.begin(), a.sets.end());
+  Config config = load_config("", overrides);
   // Every step's work without the weights moving: random batches would drive
   // them to a non-finite loss, which ends a step.
   config.learner.learning_rate = 0;
@@ -89,16 +99,20 @@ void bench_one(const LearnerBenchArgs& a, int threads, bool& header_printed) {
         a.repeats, std::min(a.repeats, 2));
   }
   if (!std::exchange(header_printed, true)) {
-    std::cout << "| model | parameters | device | threads | T × N | ms/step | batch copy "
-                 "| samples/s |\n|---|---:|---|---:|---|---:|---:|---:|\n";
+    std::cout << "| model | parameters | device | threads | T × N | ms/step | optimizer steps "
+                 "| µs/optimizer step | batch copy | samples/s |\n"
+                 "|---|---:|---|---:|---|---:|---:|---:|---:|---:|\n";
   }
   int64_t parameters = 0;
   for (const at::Tensor& p : trainer.model()->parameters()) parameters += p.numel();
   const double samples = static_cast<double>(a.unroll * a.columns);
+  // learner.epochs × learner.minibatches optimizer steps a batch.
+  const int64_t optimizer_steps = trainer.steps_per_batch();
   std::cout << fmt::format(
-      "| {} | {} | {} | {} | {} × {} | {:.2f} | {} | {:.0f} |\n", a.model, parameters,
+      "| {} | {} | {} | {} | {} × {} | {:.2f} | {} | {:.0f} | {} | {:.0f} |\n", a.model, parameters,
       device.is_cpu() ? "cpu" : device.str(), device.is_cpu() ? fmt::format("{}", threads) : "—",
-      a.unroll, a.columns, step_us / 1e3,
+      a.unroll, a.columns, step_us / 1e3, optimizer_steps,
+      step_us / static_cast<double>(optimizer_steps),
       device.is_cpu() ? std::string("—") : fmt::format("{:.0f} %", 100 * copy_us / step_us),
       samples / (step_us / 1e6));
 }
@@ -136,6 +150,13 @@ CLI::App* add_bench_learner(CLI::App& bench, std::function<void()>& run) {
   command->add_option("--loss", args->loss, "loss.kind")
       ->check(CLI::IsMember({"impala", "ppo"}))
       ->capture_default_str();
+  command
+      ->add_option("--action-dim", args->action_dim,
+                   "continuous actions in [-1, 1] of this many dims (a Gaussian head) instead "
+                   "of --actions")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  command->add_option("--set", args->sets,
+                      "KEY=VALUE config overrides, e.g. learner.epochs=10 (repeatable)");
   command->add_option("--repeats", args->repeats, "timed steps per figure (median)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
