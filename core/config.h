@@ -136,9 +136,10 @@ struct LossConfig {
   double entropy_cost = 0.01;
   Reduction reduction = Reduction::kMean;  // over the T·B samples of a batch: mean or sum
   // Advantages to mean 0, std 1 before the policy loss, by advantage_stats:
-  // each minibatch's own mean and std, or the batch's (from the advantages of
-  // its first forward, before any step: minibatches of single env columns
-  // are one trajectory each, whose own statistics are those of 1 / N of it).
+  // each minibatch's own mean and std (a minibatch of env columns: a few
+  // trajectories), or the whole batch's, from the advantages of a no-grad
+  // forward before its first step (as Stable-Baselines3's minibatches of
+  // steps drawn from the whole batch have them).
   bool normalize_advantages = false;
   AdvantageStats advantage_stats = AdvantageStats::kMinibatch;
   // Rewards (after reward_scale) divided by a running estimate of the
