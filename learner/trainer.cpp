@@ -168,17 +168,15 @@ void Trainer::start_batch(const Batch& batch) {
     const int64_t T = batch_.rewards.size(0);
     const PolicyOutput out = forward(batch_);
     const at::Tensor values = out.value.view({T + 1, N});
-    if (use_gae_) {
-      const kernels::GaeResult r = gae(batch_, out, values);
-      batch_advantages_ = r.advantages, batch_targets_ = r.returns;
+    if (use_gae_ || batch_advantage_stats_) {
+      auto [batch_advantages, batch_targets] = advantages_of(batch_, out, values);
+      if (batch_advantage_stats_) {
+        advantage_mean_ = batch_advantages.mean();
+        advantage_std_ = batch_advantages.std(/*unbiased=*/false);
+      }
+      if (use_gae_) batch_advantages_ = batch_advantages, batch_targets_ = batch_targets;
     }
     if (clip_values) batch_values_ = values.slice(0, 0, T);
-    if (batch_advantage_stats_) {
-      const at::Tensor advantages =
-          use_gae_ ? batch_advantages_ : vtrace(batch_, out, values).first;
-      advantage_mean_ = advantages.mean();
-      advantage_std_ = advantages.std(/*unbiased=*/false);
-    }
   }
   start_s_ = seconds_since(start);
 }
@@ -217,44 +215,40 @@ StepStats Trainer::backward(const Batch& batch) {
   return s;
 }
 
-// GAE(λ) of `b` from the network's outputs on it ([(T+1)·N] rows; values
-// [T+1, N]), no gradients: weighted by the clipped ratios of the policy in
-// `out` to the actors' (1 where they are the same policy).
-kernels::GaeResult Trainer::gae(const Batch& b, const PolicyOutput& out, const at::Tensor& values) {
-  const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
-  const at::Tensor head = out.logits.view({T + 1, N, -1}).slice(0, 0, T).detach();
-  const at::Tensor v = values.slice(0, 0, T).detach(), bootstrap = values[T].detach();
-  const kernels::Truncation truncation{b.truncated, b.final_values};
-  if (!continuous_) {
-    return kernels::gae_from_logits(head, b.actions, b.behaviour_log_probs, b.discounts, b.rewards,
-                                    v, bootstrap, vtrace_params_, truncation);
-  }
-  const at::Tensor log_std = out.log_std.view({T + 1, N, -1}).slice(0, 0, T).detach();
-  const at::Tensor log_rhos = gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs;
-  return kernels::gae_from_log_rhos(log_rhos, b.discounts, b.rewards, v, bootstrap, vtrace_params_,
-                                    truncation);
-}
-
-// V-trace of `b` from the network's outputs on it ([(T+1)·N] rows; values
-// [T+1, N]), no gradients: the policy-gradient advantages and the value
-// targets vs, [T, N].
-std::pair<at::Tensor, at::Tensor> Trainer::vtrace(const Batch& b, const PolicyOutput& out,
-                                                  const at::Tensor& values) {
+// The advantages and value targets of `b` ([T, N]) from the network's
+// outputs on it ([(T+1)·N] rows; values [T+1, N]), no gradients: GAE(λ) and
+// its returns (PPO on GAE), or V-trace's policy-gradient advantages and vs,
+// each weighted by the clipped ratios of the policy in `out` to the actors'
+// (1 where they are the same policy).
+std::pair<at::Tensor, at::Tensor> Trainer::advantages_of(const Batch& b, const PolicyOutput& out,
+                                                         const at::Tensor& values) {
   at::NoGradGuard no_grad;
   const int64_t T = b.rewards.size(0), N = b.rewards.size(1);
   const at::Tensor head = out.logits.view({T + 1, N, -1}).slice(0, 0, T).detach();
   const at::Tensor v = values.slice(0, 0, T).detach(), bootstrap = values[T].detach();
   const kernels::Truncation truncation{b.truncated, b.final_values};
-  kernels::VtraceResult r;
-  if (continuous_) {
-    const at::Tensor log_std = out.log_std.view({T + 1, N, -1}).slice(0, 0, T).detach();
-    const at::Tensor log_rhos = gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs;
-    r = kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v, bootstrap,
-                                      vtrace_params_, truncation);
-  } else {
-    r = kernels::vtrace_from_logits(head, b.actions, b.behaviour_log_probs, b.discounts, b.rewards,
-                                    v, bootstrap, vtrace_params_, truncation);
+  const kernels::VtraceParams& p = vtrace_params_;
+  if (!continuous_) {
+    if (use_gae_) {
+      const kernels::GaeResult r =
+          kernels::gae_from_logits(head, b.actions, b.behaviour_log_probs, b.discounts, b.rewards,
+                                   v, bootstrap, p, truncation);
+      return {r.advantages, r.returns};
+    }
+    const kernels::VtraceResult r =
+        kernels::vtrace_from_logits(head, b.actions, b.behaviour_log_probs, b.discounts, b.rewards,
+                                    v, bootstrap, p, truncation);
+    return {r.pg_advantages, r.vs};
   }
+  const at::Tensor log_std = out.log_std.view({T + 1, N, -1}).slice(0, 0, T).detach();
+  const at::Tensor log_rhos = gaussian_log_prob(b.actions, head, log_std) - b.behaviour_log_probs;
+  if (use_gae_) {
+    const kernels::GaeResult r =
+        kernels::gae_from_log_rhos(log_rhos, b.discounts, b.rewards, v, bootstrap, p, truncation);
+    return {r.advantages, r.returns};
+  }
+  const kernels::VtraceResult r =
+      kernels::vtrace_from_log_rhos(log_rhos, b.discounts, b.rewards, v, bootstrap, p, truncation);
   return {r.pg_advantages, r.vs};
 }
 
@@ -275,15 +269,8 @@ StepStats Trainer::backward_on(const Batch& b, at::Tensor advantages, at::Tensor
   at::Tensor v = values.slice(0, 0, T);
   // Gaussian heads: the log-std of steps 0 … T−1, [T, N, D].
   at::Tensor log_std = continuous_ ? out.log_std.view({T + 1, N, -1}).slice(0, 0, T) : at::Tensor();
-  if (advantages.defined()) {
-    // Given: GAE computed once for the batch (start_batch).
-  } else if (use_gae_) {
-    at::NoGradGuard no_grad;
-    const kernels::GaeResult r = gae(b, out, values);
-    advantages = r.advantages, targets = r.returns;
-  } else {
-    std::tie(advantages, targets) = vtrace(b, out, values);
-  }
+  // Unless given (GAE, once for the batch by start_batch()): from this forward.
+  if (!advantages.defined()) std::tie(advantages, targets) = advantages_of(b, out, values);
   return loss_backward({head, log_std, v}, b.actions, b.behaviour_log_probs, advantages, targets,
                        old_values);
 }

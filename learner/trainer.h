@@ -110,11 +110,10 @@ class Trainer {
   Batch on_device(const Batch& cpu) const;
   void update_observation_stats(const Batch& batch);  // from its CPU observations
   PolicyOutput forward(const Batch& b);               // [(T+1)·N] rows
-  // GAE(λ) of `b` from the network's outputs on it (values [T+1, N]).
-  kernels::GaeResult gae(const Batch& b, const PolicyOutput& out, const at::Tensor& values);
-  // V-trace of `b` from the same: the policy-gradient advantages and vs, [T, N].
-  std::pair<at::Tensor, at::Tensor> vtrace(const Batch& b, const PolicyOutput& out,
-                                           const at::Tensor& values);
+  // The advantages and value targets ([T, N]) of `b` from the network's
+  // outputs on it (values [T+1, N]): GAE(λ) and its returns, or V-trace's.
+  std::pair<at::Tensor, at::Tensor> advantages_of(const Batch& b, const PolicyOutput& out,
+                                                  const at::Tensor& values);
   // Forward, loss and backward on `b`, whose advantages and value targets
   // are given ([T, N]) or, undefined, computed from this forward; old_values
   // [T, N] (or undefined) are what loss.value_clip clips against.
