@@ -10,7 +10,6 @@ namespace {
 enum class Backend { kOpenBlas, kEigenAvx2, kEigenAvx512 };
 
 Backend backend() {
-  if (openblas_get_num_threads() != 1) return Backend::kOpenBlas;
   if (has_avx512()) return Backend::kEigenAvx512;
   return has_avx2() ? Backend::kEigenAvx2 : Backend::kOpenBlas;
 }

@@ -2,16 +2,20 @@
 // model/fast_mlp_train.h for the learner):
 //   C [m, n] = op(A)·op(B) + beta·C, row-major float32, op = ᵀ where asked.
 //
-// While OpenBLAS runs one thread (an actor; the learner beside actors on
-// two cores), Eigen's product compiled for the widest instruction set the
-// CPU has: AVX-512, else AVX2 + FMA (model/fast_gemm_eigen.cpp). Debian 12's
-// OpenBLAS 0.3.21 runs its AVX2 kernels on both kinds of AMD EPYC measured:
-// on a Zen 4 the eight products of a CartPole learner step took Eigen's
-// AVX-512 about 0.65× their time, and on an AVX2-only EPYC OpenBLAS ran
-// products 256 wide at about 10 GFLOP/s against Eigen's 35 (`pronghorn
-// bench policy`, BENCHMARKS.md). Elsewhere, and with several threads,
-// OpenBLAS: it splits a product over them, Eigen (built without OpenMP)
-// would not.
+// Where the CPU has them, Eigen's product compiled for the widest
+// instruction set it has: AVX-512, else AVX2 + FMA
+// (model/fast_gemm_eigen.cpp). Debian 12's OpenBLAS 0.3.21 runs its AVX2
+// kernels on both kinds of AMD EPYC measured: on a Zen 4 the eight products
+// of a CartPole learner step took Eigen's AVX-512 about 0.65× their time,
+// and on an AVX2-only EPYC OpenBLAS ran products 256 wide at about 10
+// GFLOP/s against Eigen's 35 (`pronghorn bench policy`, BENCHMARKS.md).
+// Eigen runs on the calling thread whatever `learner.threads` is (it is
+// built without OpenMP). OpenBLAS split the learner's small products over its
+// threads at a loss: on 2 cores, an optimizer step of two [256, 256] MLPs on
+// 64 samples took 3.7–4.7 ms on two threads against 0.9 ms on one, through
+// Eigen 0.9 ms on either (`pronghorn bench learner`, BENCHMARKS.md); the
+// products cut by hand into one block per thread gave the step nothing
+// there. Where the CPU has neither, OpenBLAS.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "model/fast_gemm_eigen.h"
+#include "model/tensor_runtime.h"
 
 namespace pronghorn::fast_mlp {
 namespace {
@@ -72,6 +73,18 @@ TEST(FastGemmTest, EigenAvx2ProductsMatchLibTorchInFloat64) {
 
 TEST(FastGemmTest, TheDispatchedProductsMatchLibTorchInFloat64) {
   check(gemm, std::string("gemm (") + gemm_backend() + ")");
+}
+
+// A learner of several threads (set_compute_threads also sizes OpenBLAS's
+// pool) keeps Eigen's products where the CPU has them: OpenBLAS's threads
+// made its small products slower, not faster.
+TEST(FastGemmTest, SeveralComputeThreadsKeepEigensProducts) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 with FMA: OpenBLAS is the product";
+  const int threads = at::get_num_threads();
+  set_compute_threads(4);
+  EXPECT_STREQ(gemm_backend(), has_avx512() ? "eigen-avx512" : "eigen-avx2");
+  check(gemm, std::string("gemm (") + gemm_backend() + ") on 4 threads");
+  set_compute_threads(threads);
 }
 
 }  // namespace
