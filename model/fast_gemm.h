@@ -9,13 +9,14 @@
 // of a CartPole learner step took Eigen's AVX-512 about 0.65× their time,
 // and on an AVX2-only EPYC OpenBLAS ran products 256 wide at about 10
 // GFLOP/s against Eigen's 35 (`pronghorn bench policy`, BENCHMARKS.md).
-// Eigen runs on the calling thread whatever `learner.threads` is (it is
-// built without OpenMP). OpenBLAS split the learner's small products over its
-// threads at a loss: on 2 cores, an optimizer step of two [256, 256] MLPs on
-// 64 samples took 3.7–4.7 ms on two threads against 0.9 ms on one, through
-// Eigen 0.9 ms on either (`pronghorn bench learner`, BENCHMARKS.md); the
-// products cut by hand into one block per thread gave the step nothing
-// there. Where the CPU has neither, OpenBLAS.
+// Eigen runs on the calling thread whatever `learner.threads` or
+// `actor.threads` is (it is built without OpenMP). OpenBLAS split the
+// learner's small products over its threads at a loss: on 2 cores, an
+// optimizer step of two [256, 256] MLPs on 64 samples took 3.7–4.7 ms on two
+// threads against 0.9 ms on one, through Eigen 0.9 ms on either (`pronghorn
+// bench learner`, BENCHMARKS.md); the products cut by hand into one block
+// per thread gave the step nothing there. Where the CPU has neither,
+// OpenBLAS.
 #pragma once
 
 #include <cstdint>
