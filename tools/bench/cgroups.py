@@ -38,16 +38,22 @@ class Cgroups:
     """The job's cgroups, one per rank under <root>/`parent` in each hierarchy
     used, each held to `quota_us` of CPU per `period_us`. Each change is an
     action, ("mkdir", dir) or ("write", file, value), listed before it is
-    made, so that a dry run prints exactly these."""
+    made, so that a dry run prints exactly these. `burst_us` (0: none) lets a
+    rank spend quota it left unused in earlier periods, up to that much over
+    its quota in one period (cpu.max.burst, cpu.cfs_burst_us): its average
+    stays the budget."""
 
-    def __init__(self, parent, quota_us, period_us):
+    def __init__(self, parent, quota_us, period_us, burst_us=0):
         # The kernel's bounds in both cgroup versions (kernel/sched/core.c):
         # outside them every rank's write would be refused.
         if quota_us < 1000 or period_us > 1_000_000:
             raise RuntimeError(f"a quota of {quota_us} µs per {period_us} µs period: the kernel "
                                "takes a quota of at least 1000 µs and a period of at most "
                                "1000000 µs (raise --period-us or --budget)")
-        self.quota_us, self.period_us = quota_us, period_us
+        if not 0 <= burst_us <= quota_us:
+            raise RuntimeError(f"a burst of {burst_us} µs over a quota of {quota_us} µs: the "
+                               "kernel takes a burst from 0 to the quota (--burst-us)")
+        self.quota_us, self.period_us, self.burst_us = quota_us, period_us, burst_us
         self.v2 = os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers"))
         if self.v2:
             self.limit_root = self.usage_root = os.path.join(CGROUP_ROOT, parent)
@@ -79,11 +85,14 @@ class Cgroups:
     def rank_actions(self, rank):
         limit, acct = self.rank_dirs(rank)
         if self.v2:
+            burst = [("write", os.path.join(limit, "cpu.max.burst"), str(self.burst_us))]
             return [("mkdir", limit), ("write", os.path.join(limit, "cpu.max"),
-                                       f"{self.quota_us} {self.period_us}")]
+                                       f"{self.quota_us} {self.period_us}")] + \
+                (burst if self.burst_us else [])
+        burst = [("write", os.path.join(limit, "cpu.cfs_burst_us"), str(self.burst_us))]
         return [("mkdir", limit), ("write", os.path.join(limit, "cpu.cfs_period_us"), str(self.period_us)),
                 ("write", os.path.join(limit, "cpu.cfs_quota_us"), str(self.quota_us))] + \
-            ([] if self.shared else [("mkdir", acct)])
+            (burst if self.burst_us else []) + ([] if self.shared else [("mkdir", acct)])
 
     def procs_files(self, rank):
         limit, acct = self.rank_dirs(rank)
