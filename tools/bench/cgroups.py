@@ -84,15 +84,15 @@ class Cgroups:
 
     def rank_actions(self, rank):
         limit, acct = self.rank_dirs(rank)
+        burst_file = "cpu.max.burst" if self.v2 else "cpu.cfs_burst_us"
+        burst = [("write", os.path.join(limit, burst_file), str(self.burst_us))] \
+            if self.burst_us else []
         if self.v2:
-            burst = [("write", os.path.join(limit, "cpu.max.burst"), str(self.burst_us))]
             return [("mkdir", limit), ("write", os.path.join(limit, "cpu.max"),
-                                       f"{self.quota_us} {self.period_us}")] + \
-                (burst if self.burst_us else [])
-        burst = [("write", os.path.join(limit, "cpu.cfs_burst_us"), str(self.burst_us))]
+                                       f"{self.quota_us} {self.period_us}")] + burst
         return [("mkdir", limit), ("write", os.path.join(limit, "cpu.cfs_period_us"), str(self.period_us)),
                 ("write", os.path.join(limit, "cpu.cfs_quota_us"), str(self.quota_us))] + \
-            (burst if self.burst_us else []) + ([] if self.shared else [("mkdir", acct)])
+            burst + ([] if self.shared else [("mkdir", acct)])
 
     def procs_files(self, rank):
         limit, acct = self.rank_dirs(rank)
