@@ -128,10 +128,6 @@ void check_deterministic(const Config& c) {
                     "nodes' unrolls arrive in no fixed order",
                     quoted(c.remote.address)));
   }
-  if (c.distributed.world_size && *c.distributed.world_size > 1) {
-    fail(fmt::format("run.deterministic = true: expected one learner (distributed.world_size = {})",
-                     *c.distributed.world_size));
-  }
   if (c.learner.ring_slots < 2 * c.learner.batch_size) {
     fail(fmt::format(
         "learner.ring_slots = {}: run.deterministic = true needs at least 2 × learner.batch_size "
@@ -249,14 +245,6 @@ void config_schema::check_combinations(const Config& c) {
     fail(
         "learner.on_policy = true: expected run.deterministic = true (actors wait for the policy "
         "of each batch in its fixed actor order)");
-  }
-  // Each learner would learn its own statistics from its own batches, and the
-  // replicas must stay the same policy.
-  if (c.model.normalize_observations && c.distributed.world_size && *c.distributed.world_size > 1) {
-    fail(fmt::format(
-        "model.normalize_observations = true: expected one learner (distributed.world_size = "
-        "{}); several learners do not share observation statistics yet",
-        *c.distributed.world_size));
   }
   if (!c.remote.address.empty()) check_address("remote.address", c.remote.address);
   if (c.remote.credits >= c.learner.ring_slots) {

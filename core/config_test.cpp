@@ -256,9 +256,6 @@ TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
   expect_names(config_error_of("", {"loss.advantages=gae"}), {"loss.advantages", "loss.kind"});
   expect_names(config_error_of("", {"loss.value_clip=0.2"}),
                {"loss.value_clip = 0.2", "loss.kind = \"ppo\""});
-  expect_names(config_error_of("", {"model.normalize_observations=true", "distributed.world_size=2",
-                                    "distributed.rank=0"}),
-               {"model.normalize_observations = true", "distributed.world_size = 2"});
   expect_names(config_error_of("", {"server.tls_cert=cert.pem"}),
                {"server.tls_cert", "server.tls_key"});
   expect_names(config_error_of("", {"server.address=localhost"}),

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <utility>
+
 #include "core/error.h"
 #include "learner/data_parallel.h"
 
@@ -19,7 +22,8 @@ class ClusterStepper final : public LearnerStep {
         fleet_(fleet),
         stats_(stats),
         board_(board),
-        parallel_(start(o, policy, fleet, stats)) {}
+        parallel_(start(o, policy, fleet, stats)),
+        lockstep_(o.config.run.deterministic) {}
 
   // A rank that had nothing while others trained enters the next step at
   // once: waiting again would hold every rank back by batch_wait_ms.
@@ -28,6 +32,7 @@ class ClusterStepper final : public LearnerStep {
                           : std::chrono::milliseconds(o_.config.distributed.batch_wait_ms);
   }
   bool stops_alone() const override { return false; }
+  bool holds_batch() const override { return held_.has_value(); }
 
   StepOutcome take(std::optional<PreparedBatch>& prepared, const StepVotes& votes,
                    const std::function<bool()>& solved) override;
@@ -36,6 +41,7 @@ class ClusterStepper final : public LearnerStep {
   // Several learners take no step alone: the batch left is dropped.
   void finish(std::optional<PreparedBatch> left, bool) override {
     if (left) stats_.untrained_unrolls += left->unrolls;
+    if (held_) stats_.untrained_unrolls += held_->unrolls;
     // Equal on every rank: the tests and a user compare these lines.
     spdlog::info("rank {}: parameter checksum {:016x} after {} learner steps, policy version {}",
                  parallel_.rank(), parallel_.parameter_checksum(), stats_.learner_steps,
@@ -63,6 +69,10 @@ class ClusterStepper final : public LearnerStep {
   RunStats& stats_;
   const ControlBoard& board_;
   DataParallel parallel_;
+  // run.deterministic: a step waits for every rank's batch (lockstep_), this
+  // rank's kept meanwhile.
+  const bool lockstep_;
+  std::optional<PreparedBatch> held_;
   bool enter_at_once_ = false;
   bool reached_ = false;
   double cluster_return_ = 0;              // the return that reached the target
@@ -106,6 +116,17 @@ DataParallel ClusterStepper::start(const TrainOptions& o, PolicyTraining& policy
 // step: a stop anywhere is a vote.
 StepOutcome ClusterStepper::take(std::optional<PreparedBatch>& prepared, const StepVotes& votes,
                                  const std::function<bool()>& solved) {
+  if (lockstep_) {
+    // Every rank steps on its batch or none does: which batches meet in a
+    // step is then the same every run. A rank still without one holds the
+    // others in this vote for batch_wait() at a time (it polls its fleet and
+    // its requests in between); a stop goes ahead with what there is.
+    PRONGHORN_ASSERT(!(prepared && held_), "the loop takes no batch while one is held");
+    if (prepared) held_ = std::move(prepared);
+    const DataParallel::Readiness ready = parallel_.agree_ready(held_.has_value(), votes.stop);
+    if (!ready.all_ready && !ready.stop) return {};
+    prepared = std::exchange(held_, std::nullopt);
+  }
   if (prepared) stats_.stage_time.learner_batch_s += prepared->batch_s;
   // Rank 0 evaluates: its evaluation reaching the target stops every rank.
   const bool target_here = solved();

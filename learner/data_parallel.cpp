@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/clock.h"
@@ -126,7 +127,8 @@ ClusterStep DataParallel::learn(const Batch* batch, LocalStep mine, double progr
                                 StepStats& stats) {
   const int64_t steps = trainer_.steps_per_batch();
   const int64_t minibatches = steps / trainer_.epochs();
-  if (batch != nullptr) trainer_.start_batch(*batch);
+  if (trainer_.observation_stats() != nullptr) merge_observation_moments(batch);
+  if (batch != nullptr) trainer_.start_batch(*batch, Trainer::ObservationUpdate::kMerged);
   mine.samples = batch != nullptr ? static_cast<uint64_t>(batch->rewards.numel() / minibatches) : 0;
   ClusterStep cluster;
   for (int64_t i = 0; i < steps; ++i) {
@@ -146,6 +148,40 @@ ClusterStep DataParallel::learn(const Batch* batch, LocalStep mine, double progr
   }
   cluster.samples *= static_cast<uint64_t>(minibatches);
   return cluster;
+}
+
+DataParallel::Readiness DataParallel::agree_ready(bool ready, bool stop) {
+  int64_t votes[2] = {ready ? 1 : 0, stop ? 1 : 0};
+  all_reduce_host(std::span<int64_t>(votes));
+  return {.all_ready = votes[0] == world_size(), .stop = votes[1] > 0};
+}
+
+// Every rank's moments, bit for bit: rank r's doubles go into row r of int64
+// zeros as their bit patterns, and an integer sum of one value and zeros is
+// that value. Each rank then merges the rows in rank order, so every replica
+// holds the same statistics, those of all the batches.
+void DataParallel::merge_observation_moments(const Batch* batch) {
+  const int64_t d = trainer_.observation_stats()->size();
+  const size_t row = static_cast<size_t>(1 + 2 * d);
+  std::vector<int64_t> bits(row * static_cast<size_t>(world_size()), 0);
+  if (batch != nullptr) {
+    const ObservationMoments mine = trainer_.observation_moments(*batch);
+    std::vector<double> values = {mine.count};
+    values.insert(values.end(), mine.mean.begin(), mine.mean.end());
+    values.insert(values.end(), mine.m2.begin(), mine.m2.end());
+    std::memcpy(bits.data() + row * static_cast<size_t>(rank()), values.data(),
+                row * sizeof(double));
+  }
+  all_reduce_host(std::span<int64_t>(bits));
+  std::vector<ObservationMoments> ranks(static_cast<size_t>(world_size()));
+  std::vector<double> values(row);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::memcpy(values.data(), bits.data() + row * r, row * sizeof(double));
+    ranks[r].count = values[0];
+    ranks[r].mean.assign(values.begin() + 1, values.begin() + 1 + d);
+    ranks[r].m2.assign(values.begin() + 1 + d, values.end());
+  }
+  trainer_.merge_observation_moments(ranks);
 }
 
 // NCCL reads and writes device memory only: host data goes through a device
@@ -188,6 +224,14 @@ void DataParallel::broadcast_model() {
   state.resize(static_cast<size_t>(length));
   broadcast_host(state.data(), state.size());
   if (rank() != 0) trainer_.load_optimizer_state(state);
+  // model.normalize_observations' statistics: count, means, variances.
+  if (const ObservationStats* own = trainer_.observation_stats()) {
+    ObservationStats stats = *own;
+    broadcast_host(&stats.count, sizeof stats.count);
+    broadcast_host(stats.mean.data(), stats.mean.size() * sizeof(double));
+    broadcast_host(stats.var.data(), stats.var.size() * sizeof(double));
+    if (rank() != 0) trainer_.restore_observation_stats(stats);
+  }
 }
 
 void DataParallel::share_initial_state(RunCounters& counters) {

@@ -2,7 +2,9 @@
 // §2): each rank learns on its own node's batches and the ranks sum their
 // gradients in one all-reduce per optimizer step (learner.epochs ×
 // learner.minibatches of them per batch), so every replica takes the same
-// optimizer steps and stays identical.
+// optimizer steps and stays identical. With model.normalize_observations a
+// batch starts with one more call, which gives every rank every rank's
+// observation moments: the statistics, too, are the concatenated batch's.
 //
 // The step's one collective call carries, after the flat gradients, each
 // rank's sample count n, its votes and its status row:
@@ -65,9 +67,9 @@ class DataParallel {
   int rank() const { return collective_.rank(); }
   int world_size() const { return collective_.world_size(); }
 
-  // Rank 0's parameters, optimizer state and counters (the ones a resumed run
-  // continues from) on every rank; rank 0's `counters` are read, the others'
-  // written.
+  // Rank 0's parameters, optimizer state, observation statistics and
+  // counters (the ones a resumed run continues from) on every rank; rank 0's
+  // `counters` are read, the others' written.
   void share_initial_state(RunCounters& counters);
 
   // Sums the gradients trainer.backward() left (or zeros, when `samples` is
@@ -75,6 +77,15 @@ class DataParallel {
   // cluster's gradient in the parameters' .grad. A non-finite local loss
   // poisons the sum, so that every rank's apply() refuses the step together.
   ClusterStep reduce(const LocalStep& mine);
+
+  // run.deterministic: whether every rank holds its batch (`ready`) and
+  // whether some rank was asked to stop, in one small all-reduce. A step
+  // waits for all of them, so that each trains on every rank's batch.
+  struct Readiness {
+    bool all_ready = false;
+    bool stop = false;
+  };
+  Readiness agree_ready(bool ready, bool stop);
 
   // One batch on every rank together: for each of trainer.steps_per_batch()
   // optimizer steps (learner.epochs × learner.minibatches, the same on every
@@ -91,11 +102,14 @@ class DataParallel {
 
   // Every check_interval_steps: compares every rank's parameter checksum with
   // rank 0's; a difference is logged and repaired by a re-broadcast of rank
-  // 0's parameters and optimizer state. Returns whether it repaired.
+  // 0's parameters, optimizer state and observation statistics. Returns whether it repaired.
   bool check_replicas(uint64_t learner_step);
 
  private:
-  void broadcast_model();
+  void broadcast_model();  // parameters, optimizer state, observation statistics
+  // model.normalize_observations: every rank's batch's observations (none
+  // when `batch` is null) into every rank's statistics.
+  void merge_observation_moments(const Batch* batch);
   void broadcast_host(void* data, size_t bytes);  // from rank 0
   void all_reduce_host(std::span<int64_t> data);
 

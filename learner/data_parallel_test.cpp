@@ -1,8 +1,9 @@
 // Several learners as threads of one process, each with its own Trainer and
 // GlooCollective over a TCPStore on 127.0.0.1: the weighted all-reduce gives
 // every rank the gradient one learner computes on the concatenated batch, the
-// replicas stay bit-identical, a diverged replica is repaired, and the votes
-// and a non-finite loss reach every rank.
+// replicas stay bit-identical, a diverged replica is repaired, the votes
+// and a non-finite loss reach every rank, and the observation statistics
+// take in every rank's batch.
 //
 // The model, the kernels and the all-reduce buffer are float32 (the kernels
 // take float32 only); float64 is used where the test computes: the weighted
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -21,6 +23,7 @@
 #include "core/error.h"
 #include "learner/testing/data_parallel_ranks.h"
 #include "learner/trainer.h"
+#include "model/observation_norm.h"
 
 namespace pronghorn::learner {
 namespace {
@@ -292,6 +295,56 @@ TEST(DataParallelTest, MinibatchesWithOneRankWithoutABatchKeepTheReplicasEqual) 
   const std::vector<float> got = weights(*job.trainers[0]);
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], expected[i], 1e-5) << "weight " << i;
+  }
+}
+
+// model.normalize_observations: rank 0's statistics (a resumed run's) reach
+// every rank at start; then each batch's step takes every rank's
+// observations in (rank 1 has no batch), the same on every rank bit for bit,
+// and equal to the pooled float64 mean and variance of everything seen, the
+// resumed statistics counted as their count of observations.
+TEST(DataParallelTest, ObservationStatisticsTakeInEveryRanksBatch) {
+  Job job(3, "mean", [](int) { return uint64_t{7}; }, {"model.normalize_observations=true"});
+  ObservationStats resumed(4);
+  resumed.count = 1000;
+  resumed.mean = {1, -2, 0.5, 3};
+  resumed.var = {4, 0.25, 1, 9};
+  job.trainers[0]->restore_observation_stats(resumed);
+  std::vector<RunCounters> counters(3);
+  job.on_every_rank([&](int r) { job.parallel[r]->share_initial_state(counters[r]); });
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_EQ(*job.trainers[r]->observation_stats(), resumed) << "rank " << r;
+  }
+
+  std::vector<Batch> batches = {random_batch(4, 21), Batch{}, random_batch(6, 23)};
+  batches[2].obs = batches[2].obs * 5 + 40;  // far from rank 0's and the resumed mean
+  std::vector<StepStats> stats(3);
+  job.on_every_rank([&](int r) {
+    job.parallel[r]->learn(r == 1 ? nullptr : &batches[r], LocalStep{}, 0.0, stats[r]);
+  });
+  const ObservationStats got = *job.trainers[0]->observation_stats();
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_EQ(*job.trainers[r]->observation_stats(), got) << "rank " << r;
+    EXPECT_TRUE(job.trainers[r]->model()->observation_mean().equal(
+        job.trainers[0]->model()->observation_mean()))
+        << "rank " << r << "'s model normalises with other statistics";
+    EXPECT_EQ(weights(*job.trainers[r]), weights(*job.trainers[0])) << "rank " << r;
+  }
+  // Rows 1..T of each column are the batch's own observations.
+  const at::Tensor rows = torch::cat({batches[0].obs.slice(0, 1).reshape({-1, 4}),
+                                      batches[2].obs.slice(0, 1).reshape({-1, 4})})
+                              .to(at::kDouble);
+  const double n = static_cast<double>(rows.size(0));
+  EXPECT_EQ(got.count, 1000 + n);
+  for (int64_t j = 0; j < 4; ++j) {
+    const at::Tensor x = rows.select(1, j);
+    const double m0 = resumed.mean[j], v0 = resumed.var[j];
+    const double mean = (1000 * m0 + x.sum().item<double>()) / (1000 + n);
+    const double var =
+        (1000 * (v0 + (m0 - mean) * (m0 - mean)) + (x - mean).pow(2).sum().item<double>()) /
+        (1000 + n);
+    EXPECT_NEAR(got.mean[j], mean, 1e-12 * (1 + std::abs(mean))) << j;
+    EXPECT_NEAR(got.var[j], var, 1e-12 * var) << j;
   }
 }
 

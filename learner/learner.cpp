@@ -122,7 +122,7 @@ TrainResult Learner::Loop::run() {
     std::optional<PreparedBatch> prepared;
     if (schedule_.holds_training()) {
       schedule_.wait_for_evaluation(step_->batch_wait());
-    } else {
+    } else if (!step_->holds_batch()) {
       prepared = wait_for_batch();
     }
     const StepOutcome step = step_->take(prepared, control_.votes(), solved_now);

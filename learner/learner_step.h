@@ -38,6 +38,9 @@ class LearnerStep {
   virtual ~LearnerStep() = default;
   // How long the loop waits for a batch before stepping without one.
   virtual std::chrono::milliseconds batch_wait() const = 0;
+  // Whether it keeps a batch it could not train yet (several learners under
+  // run.deterministic wait for every rank's): the loop takes no other then.
+  virtual bool holds_batch() const { return false; }
   // Whether a stop asked here ends the loop before the next step; false: it
   // is voted in the next step, which every rank leaves together.
   virtual bool stops_alone() const = 0;

@@ -1,10 +1,6 @@
 // The lone learner's step (learner/learner_step.h), and the choice between
 // it and several learners' (learner/cluster_step.cpp).
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-
 #include "core/clock.h"
-#include "core/error.h"
 #include "learner/cluster_step.h"
 #include "learner/learner_step.h"
 
@@ -75,15 +71,7 @@ double publish_weights(PolicyTraining& policy, ActorFleet& fleet) {
 std::unique_ptr<LearnerStep> make_learner_step(const TrainOptions& options, PolicyTraining& policy,
                                                ActorFleet& fleet, RunStats& stats,
                                                const ControlBoard& board) {
-  if (options.collective) {
-    if (options.config.run.deterministic) {
-      throw UsageError(fmt::format(
-          "run.deterministic = true: expected one learner, not {} (ranks' batches meet in no "
-          "fixed order)",
-          options.collective->world_size()));
-    }
-    return make_cluster_step(options, policy, fleet, stats, board);
-  }
+  if (options.collective) return make_cluster_step(options, policy, fleet, stats, board);
   return std::make_unique<LoneStep>(options.config, policy, fleet, stats);
 }
 

@@ -119,18 +119,26 @@ void Trainer::restore_observation_stats(const ObservationStats& stats) {
 
 // The observations rows 1..T of every column are the unroll's own (row 0
 // repeats the last row of the actor's previous unroll): each counted once.
-void Trainer::update_observation_stats(const Batch& batch) {
+ObservationMoments Trainer::observation_moments(const Batch& batch) const {
+  PRONGHORN_CHECK(observation_stats_, "observation moments of a model that does not normalise");
   const at::Tensor rows = batch.obs.slice(0, 1).contiguous();
   const int64_t d = observation_stats_->size();
-  observation_stats_->update(rows.data_ptr<float>(), rows.numel() / d);
+  return ObservationMoments::of(rows.data_ptr<float>(), rows.numel() / d, d);
+}
+
+void Trainer::merge_observation_moments(const std::vector<ObservationMoments>& ranks) {
+  PRONGHORN_CHECK(observation_stats_, "observation moments for a model that does not normalise");
+  for (const ObservationMoments& set : ranks) observation_stats_->merge(set);
   policy_.model()->set_observation_statistics(*observation_stats_);
 }
 
-void Trainer::start_batch(const Batch& batch) {
+void Trainer::start_batch(const Batch& batch, ObservationUpdate update) {
   const auto start = Clock::now();
   // Before the forward passes: the weights this batch trains are published
   // with the statistics they were trained under.
-  if (observation_stats_) update_observation_stats(batch);
+  if (observation_stats_ && update == ObservationUpdate::kFromBatch) {
+    merge_observation_moments({observation_moments(batch)});
+  }
   if (return_scaler_) {  // on a copy of the rewards: the caller's batch stays as taken
     Batch scaled = batch;
     scaled.rewards = batch.rewards.clone();

@@ -69,6 +69,11 @@ class Trainer {
   // A checkpoint's statistics, into both (resume). Throws Error when the
   // model does not normalise or their size is not its observations'.
   void restore_observation_stats(const ObservationStats& stats);
+  // Several learners (learner/data_parallel.h): the moments of `batch`'s
+  // observations, and every rank's taken in, in rank order, before
+  // start_batch(batch, ObservationUpdate::kMerged).
+  ObservationMoments observation_moments(const Batch& batch) const;
+  void merge_observation_moments(const std::vector<ObservationMoments>& ranks);
 
   // Every optimizer step of `batch` (learner.epochs × learner.minibatches);
   // `progress` in [0, 1] drives the LR schedule. Returns their stats, add()ed.
@@ -86,7 +91,10 @@ class Trainer {
   // order). PPO on GAE computes its advantages and returns here, once, from
   // a no-grad forward of the whole batch; V-trace is recomputed in each
   // backward_step() from the model as it is then.
-  void start_batch(const Batch& batch);
+  // With model.normalize_observations the statistics take the batch's
+  // observations in first, unless several learners merged them already.
+  enum class ObservationUpdate { kFromBatch, kMerged };
+  void start_batch(const Batch& batch, ObservationUpdate update = ObservationUpdate::kFromBatch);
   int64_t epochs() const { return epochs_; }
   int64_t steps_per_batch() const { return epochs_ * minibatches_; }
   // What step `step` of the started batch trains on, int64 on the device:
@@ -108,8 +116,7 @@ class Trainer {
 
  private:
   Batch on_device(const Batch& cpu) const;
-  void update_observation_stats(const Batch& batch);  // from its CPU observations
-  PolicyOutput forward(const Batch& b);               // [(T+1)·N] rows
+  PolicyOutput forward(const Batch& b);  // [(T+1)·N] rows
   // The advantages and value targets ([T, N]) of `b` from the network's
   // outputs on it (values [T+1, N]): GAE(λ) and its returns, or V-trace's.
   std::pair<at::Tensor, at::Tensor> advantages_of(const Batch& b, const PolicyOutput& out,

@@ -7,30 +7,36 @@
 
 namespace pronghorn {
 
-// Chan, Golub and LeVeque's merge of two sets' counts, means and sums of
-// squared deviations: the batch's moments are taken in two passes first, so
-// no large sums of squares cancel.
-void ObservationStats::update(const float* rows, int64_t n) {
-  if (n <= 0) return;
-  const int64_t d = size();
-  std::vector<double> batch_mean(static_cast<size_t>(d), 0.0);
-  std::vector<double> batch_m2(static_cast<size_t>(d), 0.0);
+ObservationMoments ObservationMoments::of(const float* rows, int64_t n, int64_t d) {
+  ObservationMoments set{.count = static_cast<double>(std::max<int64_t>(n, 0)),
+                         .mean = std::vector<double>(static_cast<size_t>(d), 0.0),
+                         .m2 = std::vector<double>(static_cast<size_t>(d), 0.0)};
+  if (n <= 0) return set;
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < d; ++j) batch_mean[j] += rows[i * d + j];
+    for (int64_t j = 0; j < d; ++j) set.mean[j] += rows[i * d + j];
   }
-  for (double& m : batch_mean) m /= static_cast<double>(n);
+  for (double& m : set.mean) m /= set.count;
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < d; ++j) {
-      const double delta = rows[i * d + j] - batch_mean[j];
-      batch_m2[j] += delta * delta;
+      const double delta = rows[i * d + j] - set.mean[j];
+      set.m2[j] += delta * delta;
     }
   }
-  const double batch_count = static_cast<double>(n);
-  const double total = count + batch_count;
-  for (int64_t j = 0; j < d; ++j) {
-    const double delta = batch_mean[j] - mean[j];
-    const double m2 = var[j] * count + batch_m2[j] + delta * delta * count * batch_count / total;
-    mean[j] += delta * batch_count / total;
+  return set;
+}
+
+// Chan, Golub and LeVeque's merge of two sets' counts, means and sums of
+// squared deviations.
+void ObservationStats::merge(const ObservationMoments& set) {
+  if (set.count <= 0) return;
+  PRONGHORN_CHECK(set.mean.size() == mean.size() && set.m2.size() == mean.size(),
+                  "observation moments of ", set.mean.size(), " values for statistics of ",
+                  mean.size());
+  const double total = count + set.count;
+  for (size_t j = 0; j < mean.size(); ++j) {
+    const double delta = set.mean[j] - mean[j];
+    const double m2 = var[j] * count + set.m2[j] + delta * delta * count * set.count / total;
+    mean[j] += delta * set.count / total;
     var[j] = m2 / total;
   }
   count = total;

@@ -22,6 +22,17 @@ namespace pronghorn {
 inline constexpr float kObservationEpsilon = 1e-8f;
 inline constexpr double kObservationPriorCount = 1e-4;
 
+// One set of observations' count, means and sums of squared deviations
+// from them (float64): what several learners exchange, so that every rank
+// takes in every rank's batch (learner/data_parallel.h).
+struct ObservationMoments {
+  double count = 0;
+  std::vector<double> mean, m2;
+
+  // Of `n` rows of `d` floats, in two passes (no large sums of squares cancel).
+  static ObservationMoments of(const float* rows, int64_t n, int64_t d);
+};
+
 // Running statistics of observations of `size` floats, float64.
 struct ObservationStats {
   double count = kObservationPriorCount;
@@ -36,7 +47,9 @@ struct ObservationStats {
   // Takes in `n` observations, rows of size() floats: the merged mean and
   // (population) variance of everything seen, the prior counted as `count`
   // observations at mean 0, variance 1.
-  void update(const float* rows, int64_t n);
+  void update(const float* rows, int64_t n) { merge(ObservationMoments::of(rows, n, size())); }
+  // Takes in a set's moments (nothing when its count is 0).
+  void merge(const ObservationMoments& set);
 };
 
 // The normalisation of `n` rows of `d` floats, `in` → `out` (may be the same),

@@ -1,6 +1,7 @@
 // Several learners training one model, as real `pronghorn train` processes
 // (issue 16), ranks on loopback sharing one run directory: they train
-// together to identical parameters; a killed peer ends the others with exit 75
+// together to identical parameters (under run.deterministic, the same
+// checkpoints every job); a killed peer ends the others with exit 75
 // within distributed.timeout_s and a few seconds, leaving no actor or shared
 // memory, and the group resumes; rank 0's status shows every rank; placement
 // may come from torchrun's environment. A stopped or partitioned peer and the
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <regex>
 #include <string>
@@ -77,6 +79,46 @@ TEST(ClusterTest, ThreeRanksRunFixedStepsWithIdenticalParameters) {
     EXPECT_TRUE(
         leftover_segments(r == 0 ? job.name : job.name + "-rank" + std::to_string(r)).empty())
         << "rank " << r;
+  }
+}
+
+// run.deterministic on two ranks: every step waits for both ranks' batches,
+// so two jobs of one config write the same checkpoints, byte for byte; with
+// learner.on_policy (lag 0) and the observation statistics of both ranks'
+// batches on each, to the target, which rank 0's evaluation confirms while
+// training waits for it. distributed.batch_wait_ms = 0: a rank that went
+// ahead without the other's batch would do so at once, and differ.
+std::map<std::string, std::string> deterministic_checkpoints() {
+  Cluster job(
+      2, {"run.deterministic=true", "learner.on_policy=true", "model.normalize_observations=true",
+          "run.total_steps=20000000", "distributed.batch_wait_ms=0"});
+  std::vector<RankProcess> ranks = job.start_all();
+  EXPECT_EQ(ranks.size(), 2u) << ranks[0].output();
+  if (ranks.size() != 2) return {};
+  const auto statuses = wait_all(ranks, 80s);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r], std::optional<int>(0))
+        << "rank " << r << " exit " << status_text(statuses[r]) << "\n"
+        << ranks[r].output();
+    EXPECT_EQ(ranks[r].stdout_text().rfind("solved: ", 0), 0u) << ranks[r].stdout_text();
+  }
+  expect_identical_replicas(job);
+  EXPECT_EQ(job.metric(0, "policy_lag_max"), 0);
+  std::map<std::string, std::string> checkpoints;
+  for (const auto& entry : std::filesystem::directory_iterator(job.run() + "/checkpoints")) {
+    checkpoints[entry.path().filename().string()] = slurp(entry.path().string());
+  }
+  return checkpoints;
+}
+
+TEST(ClusterTest, TwoDeterministicOnPolicyJobsOfTwoRanksWriteTheSameCheckpoints) {
+  const auto a = deterministic_checkpoints();  // one job after the other, in one directory
+  const auto b = deterministic_checkpoints();
+  ASSERT_TRUE(a.count("best.ckpt")) << "an evaluation confirmed the target";
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, bytes] : a) {
+    ASSERT_TRUE(b.count(name)) << name << " only in the first job";
+    EXPECT_TRUE(bytes == b.at(name)) << name << " differs between the jobs";
   }
 }
 
