@@ -79,6 +79,13 @@ void check_distributed(const DistributedConfig& d) {
     fail(fmt::format("distributed.rank = {}: expected less than distributed.world_size = {}",
                      *d.rank, *d.world_size));
   }
+  // The others wait in their collective call while a rank waits for its batch.
+  if (static_cast<double>(d.batch_wait_ms) >= 1000 * d.timeout_s) {
+    fail(fmt::format(
+        "distributed.batch_wait_ms = {}: expected less than distributed.timeout_s = {:g} s (the "
+        "other ranks wait that long in their collective call)",
+        d.batch_wait_ms, d.timeout_s));
+  }
   if (!d.rendezvous.empty()) {
     const std::optional<HostPort> address = parse_host_port(d.rendezvous);
     if (!address) {

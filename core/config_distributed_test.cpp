@@ -144,7 +144,8 @@ TEST(ConfigDistributedTest, EveryKeyRoundTripsThroughTheResolvedToml) {
       {"distributed.world_size=4", "distributed.rank=3", "distributed.rendezvous=[::1]:29500",
        "distributed.backend=nccl", "distributed.interface=ib0", "distributed.timeout_s=0.25",
        "distributed.rendezvous_timeout_s=86400", "distributed.check_interval_steps=0",
-       "distributed.batch_wait_ms=60000"},
+       "distributed.batch_wait_ms=0"},
+      {"distributed.timeout_s=86400", "distributed.batch_wait_ms=60000"},
       {"distributed.world_size=auto", "distributed.rank=0", "distributed.backend=gloo"},
   };
   for (const auto& overrides : cases) {

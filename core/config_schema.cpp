@@ -111,7 +111,7 @@ std::vector<Field> fields(Config& c) {
     {"distributed", "timeout_s",             &c.distributed.timeout_s,            0.1,   86400,                {},                             kSame,    "deadline of each collective call; a lost peer ends the job (exit 75) within it"},
     {"distributed", "rendezvous_timeout_s",  &c.distributed.rendezvous_timeout_s, 0.1,   86400,                {},                             kSame,    "how long ranks wait for each other at start"},
     {"distributed", "check_interval_steps",  &c.distributed.check_interval_steps, 0,     1e9,                  {},                             kSame,    "learner steps between parameter checksum comparisons; 0 = never"},
-    {"distributed", "batch_wait_ms",         &c.distributed.batch_wait_ms,        0,     60000,                {},                             kSame,    "a rank with no batch after this long enters the step with 0 samples"},
+    {"distributed", "batch_wait_ms",         &c.distributed.batch_wait_ms,        0,     60000,                {},                             kSame,    "a rank with no batch after this long enters the step with 0 samples (under run.deterministic: votes, and waits again)"},
 
     {"remote",      "address",               &c.remote.address,                   0,     0,                    {},                             kPerRank, "HOST:PORT where actor-only nodes (`pronghorn actor`) join; empty = none; port 0 = any free port (the run dir's remote.address names it)"},
     {"remote",      "credits",               &c.remote.credits,                   1,     1024,                 {},                             kPerRank, "unrolls one actor-only node may have in flight (ring slots held for it)"},

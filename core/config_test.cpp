@@ -256,6 +256,8 @@ TEST(ConfigTest, InconsistentCombinationsNameBothKeys) {
   expect_names(config_error_of("", {"loss.advantages=gae"}), {"loss.advantages", "loss.kind"});
   expect_names(config_error_of("", {"loss.value_clip=0.2"}),
                {"loss.value_clip = 0.2", "loss.kind = \"ppo\""});
+  expect_names(config_error_of("", {"distributed.batch_wait_ms=3000", "distributed.timeout_s=3"}),
+               {"distributed.batch_wait_ms = 3000", "distributed.timeout_s = 3"});
   expect_names(config_error_of("", {"server.tls_cert=cert.pem"}),
                {"server.tls_cert", "server.tls_key"});
   expect_names(config_error_of("", {"server.address=localhost"}),

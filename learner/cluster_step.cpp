@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "learner/data_parallel.h"
 
@@ -120,11 +121,17 @@ StepOutcome ClusterStepper::take(std::optional<PreparedBatch>& prepared, const S
     // Every rank steps on its batch or none does: which batches meet in a
     // step is then the same every run. A rank still without one holds the
     // others in this vote for batch_wait() at a time (it polls its fleet and
-    // its requests in between); a stop goes ahead with what there is.
+    // its requests in between). Rank 0 holds no batch while it evaluates:
+    // an evaluation starts only after a step, which took them all.
     PRONGHORN_ASSERT(!(prepared && held_), "the loop takes no batch while one is held");
     if (prepared) held_ = std::move(prepared);
-    const DataParallel::Readiness ready = parallel_.agree_ready(held_.has_value(), votes.stop);
-    if (!ready.all_ready && !ready.stop) return {};
+    const auto vote_start = SteadyClock::now();
+    const DataParallel::Readiness ready =
+        parallel_.agree_ready(held_.has_value(), votes.stop, votes.stop_now);
+    stats_.stage_time.learner_wait_s += seconds_since(vote_start);
+    // A stop leaves before any rank trains: the held batches are finish()'s.
+    if (ready.stop) return {.leave = true, .stop_now = ready.stop_now};
+    if (!ready.all_ready) return {};
     prepared = std::exchange(held_, std::nullopt);
   }
   if (prepared) stats_.stage_time.learner_batch_s += prepared->batch_s;

@@ -150,10 +150,10 @@ ClusterStep DataParallel::learn(const Batch* batch, LocalStep mine, double progr
   return cluster;
 }
 
-DataParallel::Readiness DataParallel::agree_ready(bool ready, bool stop) {
-  int64_t votes[2] = {ready ? 1 : 0, stop ? 1 : 0};
+DataParallel::Readiness DataParallel::agree_ready(bool ready, bool stop, bool stop_now) {
+  int64_t votes[3] = {ready ? 1 : 0, stop ? 1 : 0, stop_now ? 1 : 0};
   all_reduce_host(std::span<int64_t>(votes));
-  return {.all_ready = votes[0] == world_size(), .stop = votes[1] > 0};
+  return {.all_ready = votes[0] == world_size(), .stop = votes[1] > 0, .stop_now = votes[2] > 0};
 }
 
 // Every rank's moments, bit for bit: rank r's doubles go into row r of int64
@@ -258,8 +258,8 @@ bool DataParallel::check_replicas(uint64_t learner_step) {
   }
   if (differing.empty()) return false;
   spdlog::warn(
-      "parameters of rank{} {} differ from rank 0's after learner step {}: rank 0's weights and "
-      "optimizer state are broadcast again",
+      "parameters of rank{} {} differ from rank 0's after learner step {}: rank 0's weights, "
+      "optimizer state and observation statistics are broadcast again",
       differing.size() > 1 ? "s" : "", fmt::join(differing, ", "), learner_step);
   broadcast_model();
   return true;

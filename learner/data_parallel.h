@@ -4,7 +4,8 @@
 // learner.minibatches of them per batch), so every replica takes the same
 // optimizer steps and stays identical. With model.normalize_observations a
 // batch starts with one more call, which gives every rank every rank's
-// observation moments: the statistics, too, are the concatenated batch's.
+// observation moments: the statistics take in the concatenated batch (merged
+// rank by rank, the same on every rank bit for bit).
 //
 // The step's one collective call carries, after the flat gradients, each
 // rank's sample count n, its votes and its status row:
@@ -79,13 +80,15 @@ class DataParallel {
   ClusterStep reduce(const LocalStep& mine);
 
   // run.deterministic: whether every rank holds its batch (`ready`) and
-  // whether some rank was asked to stop, in one small all-reduce. A step
-  // waits for all of them, so that each trains on every rank's batch.
+  // whether some rank was asked to stop (and one without a checkpoint), in
+  // one small all-reduce. A step waits for all of them, so that each trains
+  // on every rank's batch.
   struct Readiness {
     bool all_ready = false;
     bool stop = false;
+    bool stop_now = false;
   };
-  Readiness agree_ready(bool ready, bool stop);
+  Readiness agree_ready(bool ready, bool stop, bool stop_now);
 
   // One batch on every rank together: for each of trainer.steps_per_batch()
   // optimizer steps (learner.epochs × learner.minibatches, the same on every

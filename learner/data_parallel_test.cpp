@@ -298,6 +298,31 @@ TEST(DataParallelTest, MinibatchesWithOneRankWithoutABatchKeepTheReplicasEqual) 
   }
 }
 
+// run.deterministic's vote before a step: ready only when every rank holds
+// its batch; a stop (and a stop without a checkpoint) on one rank reaches all.
+TEST(DataParallelTest, TheReadinessVoteNeedsEveryRanksBatchAndCarriesAStop) {
+  Job job(3, "mean");
+  struct Round {
+    std::vector<int> ready, stop, stop_now;
+    bool all_ready, any_stop, any_stop_now;
+  };
+  for (const Round& round : {Round{{1, 1, 0}, {0, 0, 0}, {0, 0, 0}, false, false, false},
+                             Round{{1, 1, 1}, {0, 0, 0}, {0, 0, 0}, true, false, false},
+                             Round{{0, 0, 0}, {0, 1, 0}, {0, 0, 0}, false, true, false},
+                             Round{{1, 0, 1}, {0, 0, 1}, {0, 0, 1}, false, true, true}}) {
+    std::vector<DataParallel::Readiness> got(3);
+    job.on_every_rank([&](int r) {
+      got[r] = job.parallel[r]->agree_ready(round.ready[r] != 0, round.stop[r] != 0,
+                                            round.stop_now[r] != 0);
+    });
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(got[r].all_ready, round.all_ready) << "rank " << r;
+      EXPECT_EQ(got[r].stop, round.any_stop) << "rank " << r;
+      EXPECT_EQ(got[r].stop_now, round.any_stop_now) << "rank " << r;
+    }
+  }
+}
+
 // model.normalize_observations: rank 0's statistics (a resumed run's) reach
 // every rank at start; then each batch's step takes every rank's
 // observations in (rank 1 has no batch), the same on every rank bit for bit,

@@ -114,7 +114,10 @@ TrainResult Learner::Loop::run() {
     // Actors that end once the job stops were stopped with it, by the signal
     // that stopped it (sent to the process group) or by the stop to come.
     if (control_.stopping()) fleet_.hold_restarts();
-    fleet_.poll(schedule_.holds_training());  // throws when actors keep failing
+    // Throws when actors keep failing. A learner that holds training (an
+    // evaluation, or a batch waiting for the other ranks') leaves its actors
+    // nothing to do: that is no stall.
+    fleet_.poll(schedule_.holds_training() || step_->holds_batch());
     control_.handle(fleet_, schedule_, status_now);
     if (control_.stopping() && step_->stops_alone()) break;
     control_.publish_if_due(status_now);

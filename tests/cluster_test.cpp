@@ -86,12 +86,13 @@ TEST(ClusterTest, ThreeRanksRunFixedStepsWithIdenticalParameters) {
 // so two jobs of one config write the same checkpoints, byte for byte; with
 // learner.on_policy (lag 0) and the observation statistics of both ranks'
 // batches on each, to the target, which rank 0's evaluation confirms while
-// training waits for it. distributed.batch_wait_ms = 0: a rank that went
-// ahead without the other's batch would do so at once, and differ.
+// training waits for it. distributed.batch_wait_ms = 2: a rank that went
+// ahead without the other's batch would do so often, and differ (it did in
+// 3 of 3 tries, the lockstep taken out).
 std::map<std::string, std::string> deterministic_checkpoints() {
   Cluster job(
       2, {"run.deterministic=true", "learner.on_policy=true", "model.normalize_observations=true",
-          "run.total_steps=20000000", "distributed.batch_wait_ms=0"});
+          "run.total_steps=20000000", "distributed.batch_wait_ms=2"});
   std::vector<RankProcess> ranks = job.start_all();
   EXPECT_EQ(ranks.size(), 2u) << ranks[0].output();
   if (ranks.size() != 2) return {};
@@ -120,6 +121,28 @@ TEST(ClusterTest, TwoDeterministicOnPolicyJobsOfTwoRanksWriteTheSameCheckpoints)
     ASSERT_TRUE(b.count(name)) << name << " only in the first job";
     EXPECT_TRUE(bytes == b.at(name)) << name << " differs between the jobs";
   }
+}
+
+// Under run.deterministic rank 1 waits for rank 0's evaluations (and each
+// rank for the other's batch), holding a batch while its actors idle: no
+// stall, however far actor.stall_timeout_s lies below the wait.
+TEST(ClusterTest, DeterministicRanksWaitingForAnEvaluationAreNotStalled) {
+  Cluster job(2,
+              {"env.name=pendulum", "run.deterministic=true", "learner.on_policy=true",
+               "run.target_return=0", "run.total_steps=120000", "run.eval_interval_steps=40000",
+               "run.eval_episodes=40000", "actor.stall_timeout_s=1", "distributed.timeout_s=10"});
+  std::vector<RankProcess> ranks = job.start_all();
+  ASSERT_EQ(ranks.size(), 2u) << ranks[0].output();
+  const auto statuses = wait_all(ranks, 100s);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(statuses[r], std::optional<int>(0))
+        << "rank " << r << " exit " << status_text(statuses[r]) << "\n"
+        << ranks[r].output();
+  }
+  expect_identical_replicas(job);
+  EXPECT_GE(job.metric(0, "eval_env_steps"), 40000) << "an evaluation held training";
+  EXPECT_EQ(job.metric(0, "eval_episodes"), 40000);  // about 2 s each
+  EXPECT_GT(job.metric(1, "stage_time_learner_wait_s"), 2) << "rank 1 waited for rank 0";
 }
 
 // --- A lost peer: exit 75 within the deadline, then --resume ------------
