@@ -1,10 +1,15 @@
 #include "distributed/gloo_collective.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <torch/torch.h>
+
+#include <chrono>
 
 namespace pronghorn::distributed {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 
@@ -44,6 +49,9 @@ void GlooCollective::run(const char* what,
   if (broken_) throw PeerLost(fmt::format("rank {}: the collective was aborted", o_.rank));
   try {
     auto work = start();
+    for (const auto until = Clock::now() + o_.poll; !work->isCompleted() && Clock::now() < until;) {
+      sched_yield();  // polled first (GlooOptions::poll)
+    }
     // Gloo's own timeout fires first; this one holds should it not.
     work->wait(o_.timeout + std::chrono::seconds(2));
   } catch (const std::exception& e) {

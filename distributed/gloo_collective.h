@@ -23,6 +23,12 @@ struct GlooOptions {
   int world_size = 1;
   std::string bind_address;                   // this rank's address toward rank 0
   std::chrono::milliseconds timeout{60'000};  // every call, and connecting
+  // How long a call's caller polls for its end, yielding the core, before it
+  // sleeps on it. A thread asleep wakes late on a virtual machine (its vCPU
+  // halted), at each of the call's hops; polling pays where nothing else of
+  // the rank needs the core meanwhile, and costs the rank's actors CPU
+  // where they run beside the learner.
+  std::chrono::microseconds poll{0};
   // Names the lost rank after a failure ("rank 1"); Rendezvous::lost_peers.
   std::function<std::string()> lost_peers = [] { return std::string("a peer"); };
 };
