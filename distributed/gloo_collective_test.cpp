@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <string>
 
 #include "distributed/testing/two_ranks.h"
 
@@ -13,24 +12,22 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Two ranks as threads: their rendezvous, then a GlooCollective each, whose
-// callers poll for `poll` before they sleep on a call.
+// Two ranks as threads: their rendezvous, then a GlooCollective each.
 struct TwoRanks {
   std::unique_ptr<Rendezvous> r0, r1;
   std::unique_ptr<GlooCollective> c0, c1;
 
-  TwoRanks(std::chrono::milliseconds timeout, std::chrono::microseconds poll) {
+  explicit TwoRanks(std::chrono::milliseconds timeout) {
     std::future<std::unique_ptr<Rendezvous>> rank0;
     const int port = testing::start_rank0(testing::rank_options(0, 2, 0), rank0);
     r1 = std::make_unique<Rendezvous>(testing::rank_options(1, 2, port));
     r0 = rank0.get();
-    auto make = [timeout, poll](Rendezvous& r) {
+    auto make = [timeout](Rendezvous& r) {
       return std::make_unique<GlooCollective>(
           r.prefixed("gloo"), GlooOptions{.rank = r.rank(),
                                           .world_size = 2,
                                           .bind_address = "127.0.0.1",
                                           .timeout = timeout,
-                                          .poll = poll,
                                           .lost_peers = [&r] { return r.lost_peers(); }});
     };
     auto made0 = std::async(std::launch::async, [&] { return make(*r0); });
@@ -39,17 +36,8 @@ struct TwoRanks {
   }
 };
 
-// Either way a call waits: at once asleep, or polled first (GlooOptions::poll).
-class GlooCollectiveTest : public ::testing::TestWithParam<std::chrono::microseconds> {};
-
-INSTANTIATE_TEST_SUITE_P(Waits, GlooCollectiveTest, ::testing::Values(0us, 2000us),
-                         [](const ::testing::TestParamInfo<std::chrono::microseconds>& p) {
-                           return p.param.count() == 0 ? std::string("Asleep")
-                                                       : std::string("PolledFirst");
-                         });
-
-TEST_P(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
-  TwoRanks ranks(10s, GetParam());
+TEST(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
+  TwoRanks ranks(10s);
   std::vector<float> a = {1.5f, -2.0f, 3.0f}, b = {0.5f, 4.0f, -3.0f};
   std::vector<int64_t> i0 = {1, 1LL << 40}, i1 = {2, 5};
   std::vector<std::byte> m0(5, std::byte{7}), m1(5, std::byte{0});
@@ -71,8 +59,8 @@ TEST_P(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
   EXPECT_EQ(m1, m0);
 }
 
-TEST_P(GlooCollectiveTest, APeerThatNeverCallsIsADeadlineNamingItNotAHang) {
-  TwoRanks ranks(1s, GetParam());
+TEST(GlooCollectiveTest, APeerThatNeverCallsIsADeadlineNamingItNotAHang) {
+  TwoRanks ranks(1s);
   std::vector<float> a = {1.0f};
   const auto start = Clock::now();
   std::string error;

@@ -175,10 +175,6 @@ ClusterMember join_cluster(const Config& config, const EnvSpec& env,
                                  .world_size = placement.world_size,
                                  .bind_address = bind,
                                  .timeout = o.timeout,
-                                 // Actors that wait while the learner trains
-                                 // leave it the core (learner.on_policy).
-                                 .poll = config.learner.on_policy ? std::chrono::microseconds(2000)
-                                                                  : std::chrono::microseconds(0),
                                  .lost_peers = [r] { return r->lost_peers(); }});
     spdlog::info("collective: Gloo on {}", bind);
   }
