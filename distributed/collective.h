@@ -1,8 +1,9 @@
 // The collective calls several learners make together (docs/architecture.md
 // §2): an all-reduce sum of one flat buffer per learner step, a broadcast from
 // a root (initial or resumed weights, a repair), a barrier, and abort. Two
-// implementations: Gloo through c10d (CPU buffers, gloo_collective.h) and NCCL
-// called directly (CUDA buffers, nccl_collective.h).
+// implementations: Gloo (CPU buffers, gloo_collective.h: c10d's group, and
+// small all-reduces in the calling thread) and NCCL called directly (CUDA
+// buffers, nccl_collective.h).
 //
 // Every call has a deadline (distributed.timeout_s). A peer that died,
 // stopped or lost its link makes the call throw PeerLost within it; the

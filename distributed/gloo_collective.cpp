@@ -14,6 +14,11 @@ namespace {
 
 double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 
+// The largest all-reduce run in the calling thread: its ring's two chunks in
+// flight (2 × bytes ÷ (2 × world size)) then fit Linux's default socket
+// buffers (128 kB to read, 208 kB to write).
+constexpr size_t kDirectMaxBytes = 256 * 1024;
+
 // A tensor over caller memory, no copy.
 template <typename T>
 at::Tensor view(std::span<T> data, at::ScalarType type) {
@@ -38,6 +43,7 @@ GlooCollective::GlooCollective(const c10::intrusive_ptr<c10d::Store>& store, Glo
                     "{:.0f} s: {}; lost: {}",
                     o_.rank, o_.bind_address, seconds(o_.timeout), e.what(), o_.lost_peers()));
   }
+#ifdef PRONGHORN_GLOO_DIRECT
   try {
     ::gloo::transport::tcp::attr attr(o_.bind_address.c_str());
     device_ = ::gloo::transport::tcp::CreateDevice(attr);
@@ -52,11 +58,11 @@ GlooCollective::GlooCollective(const c10::intrusive_ptr<c10d::Store>& store, Glo
       if (r != o_.rank) context_->getPair(r)->setSync(true, false);
     }
   } catch (const std::exception& e) {
-    broken_ = true;
     throw PeerLost(fmt::format(
         "rank {}: connecting the Gloo all-reduce from {} failed within {:.0f} s: {}; lost: {}",
         o_.rank, o_.bind_address, seconds(o_.timeout), e.what(), o_.lost_peers()));
   }
+#endif
 }
 
 GlooCollective::~GlooCollective() {
@@ -106,31 +112,35 @@ GlooCollective::Ring<T>& GlooCollective::ring(size_t count) {
 }
 
 template <typename T>
-void GlooCollective::all_reduce(T* data, size_t count) {
-  if (broken_) throw PeerLost(fmt::format("rank {}: the collective was aborted", o_.rank));
-  if (count == 0) return;
-  try {
-    Ring<T>& r = ring<T>(count);
-    std::copy(data, data + count, r.buffer.begin());
-    r.algorithm->run();  // Gloo's timeout (context_) bounds every read
-    std::copy(r.buffer.begin(), r.buffer.end(), data);
-  } catch (const std::exception& e) {
-    broken_ = true;
-    std::string cause = e.what();
-    if (const size_t newline = cause.find('\n'); newline != std::string::npos)
-      cause.resize(newline);
-    throw PeerLost(
-        fmt::format("rank {}: lost {}: all-reduce failed: {} (deadline {:g} s, "
-                    "distributed.timeout_s)",
-                    o_.rank, o_.lost_peers(), cause, seconds(o_.timeout)));
+void GlooCollective::all_reduce(std::span<T> data, at::ScalarType type) {
+#ifdef PRONGHORN_GLOO_DIRECT
+  if (!data.empty() && data.size_bytes() <= kDirectMaxBytes) {
+    if (broken_) throw PeerLost(fmt::format("rank {}: the collective was aborted", o_.rank));
+    try {
+      Ring<T>& r = ring<T>(data.size());
+      std::copy(data.begin(), data.end(), r.buffer.begin());
+      r.algorithm->run();  // every read and write within distributed.timeout_s
+      std::copy(r.buffer.begin(), r.buffer.end(), data.begin());
+    } catch (const std::exception& e) {
+      broken_ = true;
+      std::string cause = e.what();
+      if (const size_t newline = cause.find('\n'); newline != std::string::npos) {
+        cause.resize(newline);
+      }
+      throw PeerLost(fmt::format(
+          "rank {}: lost {}: all-reduce failed: {} (deadline {:g} s, distributed.timeout_s)",
+          o_.rank, o_.lost_peers(), cause, seconds(o_.timeout)));
+    }
+    return;
   }
+#endif
+  std::vector<at::Tensor> tensors{view(data, type)};
+  run("all-reduce", [&] { return group_->allreduce(tensors); });
 }
 
-void GlooCollective::all_reduce_sum(std::span<float> data) { all_reduce(data.data(), data.size()); }
+void GlooCollective::all_reduce_sum(std::span<float> data) { all_reduce(data, at::kFloat); }
 
-void GlooCollective::all_reduce_sum(std::span<int64_t> data) {
-  all_reduce(data.data(), data.size());
-}
+void GlooCollective::all_reduce_sum(std::span<int64_t> data) { all_reduce(data, at::kLong); }
 
 void GlooCollective::broadcast(std::span<std::byte> data, int root) {
   std::vector<at::Tensor> tensors{view(data, at::kByte)};

@@ -1,10 +1,16 @@
 // Collective over Gloo (CPU buffers). c10d's ProcessGroupGloo connects every
 // pair of ranks through the rendezvous store, binding `bind_address`
-// (route.h): never what the hostname resolves to; it broadcasts and waits at
-// barriers. The all-reduce, once per optimizer step, runs on a Gloo context
-// of its own in the calling thread (Gloo's synchronous pairs): through c10d
-// each call crossed two more threads, each a wake-up, and took 0.3–3 ms for
-// a small MLP's gradients where Gloo alone takes 0.05 ms (BENCHMARKS.md).
+// (route.h): never what the hostname resolves to. An all-reduce of at most
+// kDirectMaxBytes, once per optimizer step for an MLP, runs on a Gloo context
+// of its own in the calling thread (Gloo's synchronous pairs), where
+// LibTorch's Gloo is the system's (PRONGHORN_GLOO_DIRECT, CMakeLists.txt):
+// through c10d each call crossed its worker thread and back, each a wake-up,
+// and took 1.4–6.6 ms for a [64, 64] MLP's gradients in training on a VM's
+// vCPUs, 0.24–0.99 ms on its own (BENCHMARKS.md). Larger ones stay c10d's:
+// a synchronous ring writes two chunks before it reads, which must fit the
+// sockets' buffers or every rank waits in its write. Connecting the second
+// context may take Gloo's 5 × distributed.timeout_s for a peer lost then,
+// as c10d's connect may.
 //
 // LibTorch 1.13's Gloo cannot abort a pending operation, and its destructor
 // joins worker threads that may wait on a lost peer: once a call has failed,
@@ -57,7 +63,7 @@ class GlooCollective : public Collective {
   void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start);
   // The all-reduce of `count` elements of T, in place over `data`.
   template <typename T>
-  void all_reduce(T* data, size_t count);
+  void all_reduce(std::span<T> data, at::ScalarType type);
   // A ring all-reduce over a buffer of its own, one per element type and
   // count: every rank makes the same calls with the same counts, so every
   // rank builds the same rings in the same order (each takes the context's
@@ -72,8 +78,8 @@ class GlooCollective : public Collective {
 
   GlooOptions o_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
-  std::shared_ptr<::gloo::transport::Device> device_;
-  std::shared_ptr<::gloo::rendezvous::Context> context_;  // the all-reduce's
+  std::shared_ptr<::gloo::transport::Device> device_;     // PRONGHORN_GLOO_DIRECT's
+  std::shared_ptr<::gloo::rendezvous::Context> context_;  // the small all-reduces'
   std::map<size_t, Ring<float>> float_rings_;
   std::map<size_t, Ring<int64_t>> int_rings_;
   bool broken_ = false;

@@ -41,12 +41,20 @@ TEST(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
   std::vector<float> a = {1.5f, -2.0f, 3.0f}, b = {0.5f, 4.0f, -3.0f};
   std::vector<int64_t> i0 = {1, 1LL << 40}, i1 = {2, 5};
   std::vector<std::byte> m0(5, std::byte{7}), m1(5, std::byte{0});
+  // Past 256 kB an all-reduce takes c10d's path, below it Gloo's own.
+  std::vector<float> big0(100'000), big1(100'000);
+  for (size_t i = 0; i < big0.size(); ++i) {
+    big0[i] = static_cast<float>(i);
+    big1[i] = 0.5f;
+  }
   auto other = std::async(std::launch::async, [&] {
+    ranks.c1->all_reduce_sum(std::span<float>(big1));
     ranks.c1->all_reduce_sum(std::span<float>(b));
     ranks.c1->all_reduce_sum(std::span<int64_t>(i1));
     ranks.c1->broadcast(m1, 0);
     ranks.c1->barrier();
   });
+  ranks.c0->all_reduce_sum(std::span<float>(big0));
   ranks.c0->all_reduce_sum(std::span<float>(a));
   ranks.c0->all_reduce_sum(std::span<int64_t>(i0));
   ranks.c0->broadcast(m0, 0);
@@ -57,6 +65,9 @@ TEST(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
   EXPECT_EQ(i0, (std::vector<int64_t>{3, (1LL << 40) + 5}));
   EXPECT_EQ(i1, i0);
   EXPECT_EQ(m1, m0);
+  EXPECT_EQ(big1, big0);
+  EXPECT_EQ(big0[0], 0.5f);
+  EXPECT_EQ(big0[99'999], 99'999.5f);
 }
 
 TEST(GlooCollectiveTest, APeerThatNeverCallsIsADeadlineNamingItNotAHang) {
