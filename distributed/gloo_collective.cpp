@@ -78,16 +78,20 @@ void GlooCollective::run(const char* what,
     // Gloo's own timeout fires first; this one holds should it not.
     work->wait(o_.timeout + std::chrono::seconds(2));
   } catch (const std::exception& e) {
-    broken_ = true;
-    std::string cause = e.what();
-    if (const size_t newline = cause.find('\n'); newline != std::string::npos) {
-      cause.resize(newline);  // c10::Error appends a backtrace
-    }
-    throw PeerLost(
-        fmt::format("rank {}: lost {}: {} failed: {} (deadline {:g} s, "
-                    "distributed.timeout_s)",
-                    o_.rank, o_.lost_peers(), what, cause, seconds(o_.timeout)));
+    throw lost(what, e);
   }
+}
+
+PeerLost GlooCollective::lost(const char* what, const std::exception& e) {
+  broken_ = true;
+  std::string cause = e.what();
+  if (const size_t newline = cause.find('\n'); newline != std::string::npos) {
+    cause.resize(newline);  // c10::Error appends a backtrace
+  }
+  return PeerLost(
+      fmt::format("rank {}: lost {}: {} failed: {} (deadline {:g} s, "
+                  "distributed.timeout_s)",
+                  o_.rank, o_.lost_peers(), what, cause, seconds(o_.timeout)));
 }
 
 template <typename T>
@@ -122,14 +126,7 @@ void GlooCollective::all_reduce(std::span<T> data, at::ScalarType type) {
       r.algorithm->run();  // every read and write within distributed.timeout_s
       std::copy(r.buffer.begin(), r.buffer.end(), data.begin());
     } catch (const std::exception& e) {
-      broken_ = true;
-      std::string cause = e.what();
-      if (const size_t newline = cause.find('\n'); newline != std::string::npos) {
-        cause.resize(newline);
-      }
-      throw PeerLost(fmt::format(
-          "rank {}: lost {}: all-reduce failed: {} (deadline {:g} s, distributed.timeout_s)",
-          o_.rank, o_.lost_peers(), cause, seconds(o_.timeout)));
+      throw lost("all-reduce", e);
     }
     return;
   }

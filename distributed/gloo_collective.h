@@ -61,6 +61,9 @@ class GlooCollective : public Collective {
 
  private:
   void run(const char* what, const std::function<c10::intrusive_ptr<c10d::Work>()>& start);
+  // After `what` failed with `e`: unusable from now on; the error naming the
+  // lost peer and the cause's first line.
+  PeerLost lost(const char* what, const std::exception& e);
   // The all-reduce of `count` elements of T, in place over `data`.
   template <typename T>
   void all_reduce(std::span<T> data, at::ScalarType type);

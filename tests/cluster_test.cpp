@@ -39,13 +39,7 @@ TEST(ClusterTest, TwoRanksTrainCartPoleToTheTargetWithIdenticalParameters) {
   const auto start = Clock::now();
   std::vector<RankProcess> ranks = job.start_all();
   ASSERT_EQ(ranks.size(), 2u) << "rank 0 wrote no rendezvous.address\n" << ranks[0].output();
-  const auto statuses = wait_all(ranks, 80s);
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_EQ(statuses[r], std::optional<int>(0))
-        << "rank " << r << " exit " << status_text(statuses[r]) << "\n"
-        << ranks[r].output();
-    EXPECT_EQ(ranks[r].stdout_text().rfind("solved: ", 0), 0u) << ranks[r].stdout_text();
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_every_rank_ended(ranks, wait_all(ranks, 80s), "solved: "));
   // backend "auto" on a CPU learner is Gloo.
   EXPECT_NE(slurp(job.train_log(0)).find("backend gloo"), std::string::npos)
       << slurp(job.train_log(0));
@@ -66,13 +60,7 @@ TEST(ClusterTest, ThreeRanksRunFixedStepsWithIdenticalParameters) {
   Cluster job(3, {"run.target_return=0", "run.total_steps=150000"});
   std::vector<RankProcess> ranks = job.start_all();
   ASSERT_EQ(ranks.size(), 3u) << ranks[0].output();
-  const auto statuses = wait_all(ranks, 80s);
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_EQ(statuses[r], std::optional<int>(0))
-        << "rank " << r << " exit " << status_text(statuses[r]) << "\n"
-        << ranks[r].output();
-    EXPECT_EQ(ranks[r].stdout_text().rfind("stopped after ", 0), 0u) << ranks[r].stdout_text();
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_every_rank_ended(ranks, wait_all(ranks, 80s), "stopped after "));
   expect_identical_replicas(job);
   EXPECT_GE(job.metric(0, "env_steps"), kTotalSteps) << "env_steps counts every rank's";
   for (int r = 0; r < 3; ++r) {
@@ -96,31 +84,18 @@ std::map<std::string, std::string> deterministic_checkpoints() {
   std::vector<RankProcess> ranks = job.start_all();
   EXPECT_EQ(ranks.size(), 2u) << ranks[0].output();
   if (ranks.size() != 2) return {};
-  const auto statuses = wait_all(ranks, 80s);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(statuses[r], std::optional<int>(0))
-        << "rank " << r << " exit " << status_text(statuses[r]) << "\n"
-        << ranks[r].output();
-    EXPECT_EQ(ranks[r].stdout_text().rfind("solved: ", 0), 0u) << ranks[r].stdout_text();
-  }
+  expect_every_rank_ended(ranks, wait_all(ranks, 80s), "solved: ");
+  if (::testing::Test::HasFatalFailure()) return {};
   expect_identical_replicas(job);
   EXPECT_EQ(job.metric(0, "policy_lag_max"), 0);
-  std::map<std::string, std::string> checkpoints;
-  for (const auto& entry : std::filesystem::directory_iterator(job.run() + "/checkpoints")) {
-    checkpoints[entry.path().filename().string()] = slurp(entry.path().string());
-  }
-  return checkpoints;
+  return checkpoint_files(job.run());
 }
 
 TEST(ClusterTest, TwoDeterministicOnPolicyJobsOfTwoRanksWriteTheSameCheckpoints) {
   const auto a = deterministic_checkpoints();  // one job after the other, in one directory
   const auto b = deterministic_checkpoints();
   ASSERT_TRUE(a.count("best.ckpt")) << "an evaluation confirmed the target";
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, bytes] : a) {
-    ASSERT_TRUE(b.count(name)) << name << " only in the first job";
-    EXPECT_TRUE(bytes == b.at(name)) << name << " differs between the jobs";
-  }
+  expect_same_checkpoints(a, b);
 }
 
 // Under run.deterministic rank 1 waits for rank 0's evaluations (and each

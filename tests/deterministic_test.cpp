@@ -35,10 +35,7 @@ Outcome train(const std::string& dir, const std::string& args) {
       shell("timeout -s KILL 180 " + std::string(PRONGHORN_BIN) + " train --run-dir " + dir +
             " --set run.name=" + name +
             " --set server.address=127.0.0.1:0 --set server.metrics_port=0 " + args);
-  if (!std::filesystem::exists(dir + "/checkpoints")) return o;
-  for (const auto& entry : std::filesystem::directory_iterator(dir + "/checkpoints")) {
-    o.checkpoints[entry.path().filename().string()] = slurp(entry.path().string());
-  }
+  o.checkpoints = checkpoint_files(dir);
   return o;
 }
 
@@ -51,14 +48,7 @@ std::pair<Outcome, Outcome> run_twice(const TrainRun& run, const std::string& ar
 }
 
 void expect_same_checkpoints(const Outcome& a, const Outcome& b) {
-  ASSERT_FALSE(a.checkpoints.empty());
-  std::vector<std::string> names_a, names_b;
-  for (const auto& [name, bytes] : a.checkpoints) names_a.push_back(name);
-  for (const auto& [name, bytes] : b.checkpoints) names_b.push_back(name);
-  ASSERT_EQ(names_a, names_b);
-  for (const auto& [name, bytes] : a.checkpoints) {
-    EXPECT_TRUE(bytes == b.checkpoints.at(name)) << name << " differs between the runs";
-  }
+  pronghorn::testing::expect_same_checkpoints(a.checkpoints, b.checkpoints);
 }
 
 const std::string kDeterministic = "--set run.deterministic=true --set actor.count=2 ";

@@ -88,6 +88,19 @@ struct Cluster {
   double metric(int rank, const std::string& key) const { return last_metric(rank_dir(rank), key); }
 };
 
+// Every rank exited 0 (a fatal failure otherwise: wrap the call in
+// ASSERT_NO_FATAL_FAILURE) and its stdout starts with `first_words`.
+inline void expect_every_rank_ended(std::vector<RankProcess>& ranks,
+                                    const std::vector<std::optional<int>>& statuses,
+                                    const std::string& first_words) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ASSERT_EQ(statuses[r], std::optional<int>(0))
+        << "rank " << r << " exit " << status_text(statuses[r]) << "\n"
+        << ranks[r].output();
+    EXPECT_EQ(ranks[r].stdout_text().rfind(first_words, 0), 0u) << ranks[r].stdout_text();
+  }
+}
+
 // The checksum lines of every rank agree: same parameters, learner steps and
 // policy version. Returns rank 0's.
 inline ChecksumLine expect_identical_replicas(const Cluster& job) {

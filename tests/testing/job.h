@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -89,6 +90,29 @@ inline std::string slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Every file of `run`/checkpoints, name → bytes (none without the folder).
+inline std::map<std::string, std::string> checkpoint_files(const std::string& run) {
+  std::map<std::string, std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run + "/checkpoints", ec)) {
+    files[entry.path().filename().string()] = slurp(entry.path().string());
+  }
+  return files;
+}
+
+// Two runs wrote checkpoints of the same names, each the same bytes.
+inline void expect_same_checkpoints(const std::map<std::string, std::string>& a,
+                                    const std::map<std::string, std::string>& b) {
+  ASSERT_FALSE(a.empty());
+  std::vector<std::string> names_a, names_b;
+  for (const auto& [name, bytes] : a) names_a.push_back(name);
+  for (const auto& [name, bytes] : b) names_b.push_back(name);
+  ASSERT_EQ(names_a, names_b);
+  for (const auto& [name, bytes] : a) {
+    EXPECT_TRUE(bytes == b.at(name)) << name << " differs between the runs";
+  }
 }
 
 // Runs a shell command; its exit code and its stdout and stderr together.
