@@ -51,17 +51,20 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
   std::vector<float> rewards(k);
   std::vector<uint8_t> terminated(k), truncated(k);
   std::vector<int32_t> discrete_actions(discrete ? k : 0);
-  std::vector<uint8_t> counted(k, 0);  // this env's episode of the round is in `returns`
-  int64_t counted_this_round = 0;
+  // The episodes counted are the first `episodes` to start, whatever their
+  // lengths: whether one counts is settled as it starts, before its length
+  // is known (counting those that end first would favour the short ones).
+  // An env whose episode ends starts a counted one while fewer have
+  // started, else steps on uncounted until the last counted one ends.
+  std::vector<uint8_t> counting(k, 1);  // env i's episode under way is counted
+  int64_t started = k;                  // K ≤ episodes (evaluation_envs)
   Evaluation e;
-  // Each env gives only its first episode of a round (taking whichever
-  // episodes end first would favour the short ones).
   const ActingLoop::EpisodeEnd count = [&](int64_t env, double episode_return, int32_t length) {
-    if (counted[env]) return;
+    if (!counting[env]) return;
     e.returns.push_back(episode_return);
     e.lengths.push_back(length);
-    counted[env] = 1;
-    ++counted_this_round;
+    counting[env] = started < episodes ? 1 : 0;
+    started += counting[env];
   };
   const ActingLoop::StepInto into{
       .env = {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr}};
@@ -75,15 +78,6 @@ Evaluation evaluate_policy(PolicyNet& model, const EnvConfig& env_config, int64_
     acting.step(obs.data(), greedy, {.discrete = discrete ? discrete_actions.data() : nullptr},
                 into, count);
     e.env_steps += static_cast<uint64_t>(k);
-    if (counted_this_round == k) {  // every env gave one: a fresh round of first episodes
-      std::fill(counted.begin(), counted.end(), 0);
-      counted_this_round = 0;
-      acting.reset(obs.data());
-    }
-  }
-  if (static_cast<int64_t>(e.returns.size()) > episodes) {
-    e.returns.resize(episodes);
-    e.lengths.resize(episodes);
   }
   summarise(e);
   return e;

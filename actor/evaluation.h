@@ -5,11 +5,11 @@
 // (an evaluation process: learner/evaluator.h) and `pronghorn eval`, so the
 // two give the same numbers for the same weights and seed.
 //
-// Episodes: K = min(N, 32) envs step as one batch, and each env contributes
-// only its first episode of a round (taking whichever episodes of K envs end
-// first would favour the short ones); a round ends when each has given one,
-// and the envs are reset for the next. Same weights, config and seed: same
-// returns (greedy), whatever the thread.
+// Episodes: K = min(N, 32) envs step as one batch, and the N episodes
+// counted are the first N to start (taking whichever episodes end first
+// would favour the short ones): an env whose counted episode ends starts
+// the next counted one at once, while fewer than N have started. Same
+// weights, config and seed: same returns (greedy), whatever the thread.
 #pragma once
 
 #include <algorithm>

@@ -83,15 +83,57 @@ TEST(EvaluationTest, GreedyIsRepeatableAndSamplingIsNot) {
   EXPECT_NE(s1.returns, s2.returns) << "sampled actions differ with the generator";
 }
 
-TEST(EvaluationTest, MoreEpisodesThanEnvsTakeSeveralRounds) {
+// The greedy returns of `model` over the first `n` episodes to start on K
+// envs, computed the long way (each env resets by itself as its episode
+// ends), in the order they ended; `steps`: the K-wide steps taken until the
+// last of them ended.
+std::vector<double> first_started_returns(PolicyNet& model, const EnvConfig& config, int64_t k,
+                                          int64_t n, uint64_t seed, int64_t& steps) {
+  EnvConfig c = config;
+  c.num_envs = k;
+  auto env = envs::make_env(c, seed);
+  const EnvSpec& spec = env->spec();
+  std::vector<float> obs(spec.obs_elements() * k), rewards(k);
+  std::vector<uint8_t> terminated(k), truncated(k);
+  std::vector<int32_t> actions(k);
+  std::vector<double> sums(k, 0.0);
+  std::vector<bool> counted(k, true);
+  int64_t started = k;
+  std::vector<double> returns;
+  env->reset(obs.data());
+  torch::NoGradGuard no_grad;
+  for (steps = 0; static_cast<int64_t>(returns.size()) < n; ++steps) {
+    const at::Tensor logits =
+        model->forward(torch::from_blob(obs.data(), {k, spec.obs_elements()})).logits;
+    for (int64_t i = 0; i < k; ++i) actions[i] = logits[i].argmax().item<int32_t>();
+    env->step(actions.data(),
+              {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
+    for (int64_t i = 0; i < k; ++i) {
+      sums[i] += rewards[i];
+      if (!terminated[i] && !truncated[i]) continue;
+      if (counted[i]) returns.push_back(sums[i]);
+      counted[i] = started < n;  // its next episode starts now
+      started += counted[i] ? 1 : 0;
+      sums[i] = 0;
+    }
+  }
+  return returns;
+}
+
+// More episodes than envs: the first N to start count, each env starting
+// its next counted episode as its last ends, and the evaluation ends with
+// the last of them (no env waits for the others' episodes to end).
+TEST(EvaluationTest, MoreEpisodesThanEnvsCountTheFirstToStart) {
   const Config config = load_config("", {});
-  PolicyNet model = model_for(config, 4);
-  const Evaluation e = evaluate_policy(model, config.env, 70, true, 3);  // 32 + 32 + 6
-  EXPECT_EQ(e.returns.size(), 70u);
-  // A greedy policy on CartPole from the same seed: the same 32 first
-  // episodes in every round is not guaranteed (the envs' generators move on),
-  // but every episode is one of CartPole's (1 to 500 steps).
-  for (double r : e.returns) EXPECT_TRUE(r >= 1 && r <= 500) << r;
+  for (uint64_t weights : {4, 6}) {
+    PolicyNet model = model_for(config, weights);
+    const Evaluation e = evaluate_policy(model, config.env, 70, true, 3);  // 32 envs
+    int64_t steps = 0;
+    const std::vector<double> expected = first_started_returns(model, config.env, 32, 70, 3, steps);
+    EXPECT_EQ(e.returns, expected) << "weights " << weights;
+    EXPECT_EQ(e.env_steps, static_cast<uint64_t>(32 * steps)) << "weights " << weights;
+    ASSERT_EQ(e.lengths.size(), 70u);
+  }
 }
 
 // What the evaluation process writes, the learner reads back exactly.
