@@ -1,6 +1,7 @@
 #include "distributed/gloo_collective.h"
 
 #include <fmt/format.h>
+#include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
@@ -18,6 +19,9 @@ double seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 // flight (2 × bytes ÷ (2 × world size)) then fit Linux's default socket
 // buffers (128 kB to read, 208 kB to write).
 constexpr size_t kDirectMaxBytes = 256 * 1024;
+// The largest all-reduce by halving and doubling: its first message (half
+// the bytes) fits Linux's default socket buffers too, with room to spare.
+constexpr size_t kHalvingDoublingMaxBytes = 64 * 1024;
 
 // A tensor over caller memory, no copy.
 template <typename T>
@@ -107,11 +111,20 @@ GlooCollective::Ring<T>& GlooCollective::ring(size_t count) {
   if (found != rings.end()) return found->second;
   Ring<T>& made = rings[count];
   made.buffer.resize(count);
-  // Chunked: each chunk is summed on one rank and then passed on, so every
-  // rank gets the same bits (the replicas stay identical). A plain ring sums
-  // in each rank's own order: 3 ranks' replicas drifted apart.
-  made.algorithm = std::make_unique<::gloo::AllreduceRingChunked<T>>(
-      context_, std::vector<T*>{made.buffer.data()}, static_cast<int>(count));
+  // Each part of the buffer is summed on one rank and then passed on, so
+  // every rank gets the same bits (the replicas stay identical); Gloo's
+  // plain ring sums in each rank's own order (3 ranks' replicas drifted
+  // apart). Halving and doubling takes 2·log2(N) hops where the chunked
+  // ring takes 2·(N − 1): each hop is a wake-up of a peer, which costs more
+  // than a small buffer's bytes (BENCHMARKS.md).
+  const std::vector<T*> buffers{made.buffer.data()};
+  if (count * sizeof(T) <= kHalvingDoublingMaxBytes) {
+    made.algorithm = std::make_unique<::gloo::AllreduceHalvingDoubling<T>>(context_, buffers,
+                                                                           static_cast<int>(count));
+  } else {
+    made.algorithm = std::make_unique<::gloo::AllreduceRingChunked<T>>(context_, buffers,
+                                                                       static_cast<int>(count));
+  }
   return made;
 }
 

@@ -6,9 +6,11 @@
 // LibTorch's Gloo is the system's (PRONGHORN_GLOO_DIRECT, CMakeLists.txt):
 // through c10d each call crossed its worker thread and back, each a wake-up,
 // and took 1.4–6.6 ms for a [64, 64] MLP's gradients in training on a VM's
-// vCPUs, 0.24–0.99 ms on its own (BENCHMARKS.md). Larger ones stay c10d's:
-// a synchronous ring writes two chunks before it reads, which must fit the
-// sockets' buffers or every rank waits in its write. Connecting the second
+// vCPUs, 0.24–0.99 ms on its own (BENCHMARKS.md); up to 64 kB by halving
+// and doubling (2·log2 N hops), above by a chunked ring (2·(N − 1)).
+// Larger ones stay c10d's: a synchronous ring writes two chunks before it
+// reads, which must fit the sockets' buffers or every rank waits in its
+// write. Connecting the second
 // context may take Gloo's 5 × distributed.timeout_s for a peer lost then,
 // as c10d's connect may.
 //
@@ -67,7 +69,7 @@ class GlooCollective : public Collective {
   // The all-reduce of `count` elements of T, in place over `data`.
   template <typename T>
   void all_reduce(std::span<T> data, at::ScalarType type);
-  // A ring all-reduce over a buffer of its own, one per element type and
+  // An all-reduce over a buffer of its own, one per element type and
   // count: every rank makes the same calls with the same counts, so every
   // rank builds the same rings in the same order (each takes the context's
   // next slot), whatever its buffers' addresses.

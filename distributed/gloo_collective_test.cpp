@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <future>
+#include <vector>
 
 #include "distributed/testing/two_ranks.h"
 
@@ -68,6 +71,66 @@ TEST(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
   EXPECT_EQ(big1, big0);
   EXPECT_EQ(big0[0], 0.5f);
   EXPECT_EQ(big0[99'999], 99'999.5f);
+}
+
+// N ranks as threads: every rank sums the same buffers at once; the sums
+// of floats of mixed magnitudes depend on their order, so a rank that
+// summed in an order of its own would get other bits. Sizes on both of
+// Gloo's own paths (halving and doubling up to 64 kB, the chunked ring
+// above), at 3 (not a power of two), 4 and 5 ranks.
+TEST(GlooCollectiveTest, EveryRankGetsTheSameBitsAtThreeFourAndFiveRanks) {
+  const auto value = [](size_t i, int r) {
+    return std::ldexp(1.0f + 0.1f * static_cast<float>((i * 7 + r * 3) % 10),
+                      static_cast<int>((i + 5 * r) % 30) - 15);
+  };
+  for (const int world : {3, 4, 5}) {
+    std::future<std::unique_ptr<Rendezvous>> rank0;
+    const int port = testing::start_rank0(testing::rank_options(0, world, 0), rank0);
+    ASSERT_GT(port, 0);
+    std::vector<std::future<std::unique_ptr<Rendezvous>>> joining;
+    for (int r = 1; r < world; ++r) {
+      joining.push_back(std::async(std::launch::async, [=] {
+        return std::make_unique<Rendezvous>(testing::rank_options(r, world, port));
+      }));
+    }
+    std::vector<std::unique_ptr<Rendezvous>> rendezvous;
+    rendezvous.push_back(rank0.get());
+    for (auto& j : joining) rendezvous.push_back(j.get());
+    const std::vector<size_t> counts = {7, 5'000, 40'000};  // 28 B, 20 kB, 160 kB
+    // sums[r][c]: rank r's result for counts[c]; rank r adds values of its own.
+    std::vector<std::vector<std::vector<float>>> sums(world);
+    std::vector<std::future<void>> running;
+    for (int r = 0; r < world; ++r) {
+      running.push_back(std::async(std::launch::async, [&, r] {
+        Rendezvous& rv = *rendezvous[r];
+        GlooCollective c(rv.prefixed("gloo"),
+                         GlooOptions{.rank = r,
+                                     .world_size = world,
+                                     .bind_address = "127.0.0.1",
+                                     .timeout = 20s,
+                                     .lost_peers = [&rv] { return rv.lost_peers(); }});
+        for (const size_t count : counts) {
+          std::vector<float> v(count);
+          for (size_t i = 0; i < count; ++i) v[i] = value(i, r);
+          c.all_reduce_sum(std::span<float>(v));
+          sums[r].push_back(std::move(v));
+        }
+        c.barrier();
+      }));
+    }
+    for (auto& f : running) f.get();
+    for (size_t c = 0; c < counts.size(); ++c) {
+      for (size_t i = 0; i < counts[c]; ++i) {
+        double exact = 0;
+        for (int r = 0; r < world; ++r) exact += value(i, r);
+        ASSERT_NEAR(sums[0][c][i], exact, 1e-6 * std::abs(exact)) << world << " ranks, " << i;
+      }
+      for (int r = 1; r < world; ++r) {
+        ASSERT_EQ(std::memcmp(sums[r][c].data(), sums[0][c].data(), counts[c] * sizeof(float)), 0)
+            << world << " ranks, " << counts[c] << " floats: rank " << r << " differs from rank 0";
+      }
+    }
+  }
 }
 
 TEST(GlooCollectiveTest, APeerThatNeverCallsIsADeadlineNamingItNotAHang) {
