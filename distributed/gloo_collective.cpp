@@ -114,9 +114,9 @@ GlooCollective::Ring<T>& GlooCollective::ring(size_t count) {
   // Each part of the buffer is summed on one rank and then passed on, so
   // every rank gets the same bits (the replicas stay identical); Gloo's
   // plain ring sums in each rank's own order (3 ranks' replicas drifted
-  // apart). Halving and doubling takes 2·log2(N) hops where the chunked
-  // ring takes 2·(N − 1): each hop is a wake-up of a peer, which costs more
-  // than a small buffer's bytes (BENCHMARKS.md).
+  // apart). Halving and doubling takes 2·log2(N) hops for a power of two N
+  // where the chunked ring takes 2·(N − 1): each hop is a wake-up of a
+  // peer, which costs more than a small buffer's bytes (BENCHMARKS.md).
   const std::vector<T*> buffers{made.buffer.data()};
   if (count * sizeof(T) <= kHalvingDoublingMaxBytes) {
     made.algorithm = std::make_unique<::gloo::AllreduceHalvingDoubling<T>>(context_, buffers,

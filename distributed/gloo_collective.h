@@ -7,7 +7,8 @@
 // through c10d each call crossed its worker thread and back, each a wake-up,
 // and took 1.4–6.6 ms for a [64, 64] MLP's gradients in training on a VM's
 // vCPUs, 0.24–0.99 ms on its own (BENCHMARKS.md); up to 64 kB by halving
-// and doubling (2·log2 N hops), above by a chunked ring (2·(N − 1)).
+// and doubling (2·log2 N hops at a power of two), above by a chunked ring
+// (2·(N − 1)).
 // Larger ones stay c10d's: a synchronous ring writes two chunks before it
 // reads, which must fit the sockets' buffers or every rank waits in its
 // write. Connecting the second

@@ -77,13 +77,14 @@ TEST(GlooCollectiveTest, AllReduceSumsAndBroadcastCopiesRootsBytes) {
 // of floats of mixed magnitudes depend on their order, so a rank that
 // summed in an order of its own would get other bits. Sizes on both of
 // Gloo's own paths (halving and doubling up to 64 kB, the chunked ring
-// above), at 3 (not a power of two), 4 and 5 ranks.
-TEST(GlooCollectiveTest, EveryRankGetsTheSameBitsAtThreeFourAndFiveRanks) {
+// above), at 3, 5 and 6 ranks (not powers of two: blocks of several
+// sizes) and 4; and an int64 vote of fewer elements than ranks.
+TEST(GlooCollectiveTest, EveryRankGetsTheSameBitsAtThreeToSixRanks) {
   const auto value = [](size_t i, int r) {
     return std::ldexp(1.0f + 0.1f * static_cast<float>((i * 7 + r * 3) % 10),
                       static_cast<int>((i + 5 * r) % 30) - 15);
   };
-  for (const int world : {3, 4, 5}) {
+  for (const int world : {3, 4, 5, 6}) {
     std::future<std::unique_ptr<Rendezvous>> rank0;
     const int port = testing::start_rank0(testing::rank_options(0, world, 0), rank0);
     ASSERT_GT(port, 0);
@@ -99,6 +100,7 @@ TEST(GlooCollectiveTest, EveryRankGetsTheSameBitsAtThreeFourAndFiveRanks) {
     const std::vector<size_t> counts = {7, 5'000, 40'000};  // 28 B, 20 kB, 160 kB
     // sums[r][c]: rank r's result for counts[c]; rank r adds values of its own.
     std::vector<std::vector<std::vector<float>>> sums(world);
+    std::vector<std::vector<int64_t>> votes(world);
     std::vector<std::future<void>> running;
     for (int r = 0; r < world; ++r) {
       running.push_back(std::async(std::launch::async, [&, r] {
@@ -115,6 +117,8 @@ TEST(GlooCollectiveTest, EveryRankGetsTheSameBitsAtThreeFourAndFiveRanks) {
           c.all_reduce_sum(std::span<float>(v));
           sums[r].push_back(std::move(v));
         }
+        votes[r] = {1, int64_t{r} << 33};
+        c.all_reduce_sum(std::span<int64_t>(votes[r]));
         c.barrier();
       }));
     }
@@ -129,6 +133,10 @@ TEST(GlooCollectiveTest, EveryRankGetsTheSameBitsAtThreeFourAndFiveRanks) {
         ASSERT_EQ(std::memcmp(sums[r][c].data(), sums[0][c].data(), counts[c] * sizeof(float)), 0)
             << world << " ranks, " << counts[c] << " floats: rank " << r << " differs from rank 0";
       }
+    }
+    const int64_t rank_sum = int64_t{world} * (world - 1) / 2;
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(votes[r], (std::vector<int64_t>{world, rank_sum << 33})) << world << " ranks";
     }
   }
 }
