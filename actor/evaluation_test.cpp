@@ -18,31 +18,58 @@ PolicyNet model_for(const Config& config, uint64_t seed) {
   return PolicyNet(model_spec_for(envs::make_env(one, 0)->spec(), config.model));
 }
 
-// The greedy returns of `model` computed the long way: K envs, argmax of the
-// logits row by row, each env's first episode.
-std::vector<double> first_episode_returns(PolicyNet& model, const EnvConfig& config, int64_t k,
-                                          uint64_t seed) {
-  EnvConfig c = config;
-  c.num_envs = k;
-  auto env = envs::make_env(c, seed);
-  const EnvSpec& spec = env->spec();
-  std::vector<float> obs(spec.obs_elements() * k), rewards(k);
-  std::vector<uint8_t> terminated(k), truncated(k);
-  std::vector<int32_t> actions(k);
-  std::vector<double> sums(k, 0.0);
-  std::vector<bool> ended(k, false);
-  env->reset(obs.data());
-  torch::NoGradGuard no_grad;
-  for (int64_t done = 0; done < k;) {
+// K envs stepped the long way with `model`'s greedy actions: argmax of the
+// logits row by row (each env resets by itself as its episode ends).
+struct GreedyLoop {
+  GreedyLoop(PolicyNet& policy, const EnvConfig& config, int64_t envs, uint64_t seed)
+      : model(policy),
+        k(envs),
+        env(make(config, envs, seed)),
+        obs(env->spec().obs_elements() * envs),
+        rewards(envs),
+        terminated(envs),
+        truncated(envs),
+        actions(envs) {
+    env->reset(obs.data());
+  }
+  // One step of every env: rewards, terminated and truncated are then its.
+  void step() {
+    torch::NoGradGuard no_grad;
     const at::Tensor logits =
-        model->forward(torch::from_blob(obs.data(), {k, spec.obs_elements()})).logits;
+        model->forward(torch::from_blob(obs.data(), {k, env->spec().obs_elements()})).logits;
     for (int64_t i = 0; i < k; ++i) actions[i] = logits[i].argmax().item<int32_t>();
     env->step(actions.data(),
               {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
+  }
+  bool ended(int64_t i) const { return terminated[i] || truncated[i]; }
+
+  static std::unique_ptr<envs::BatchEnv> make(const EnvConfig& config, int64_t k, uint64_t seed) {
+    EnvConfig c = config;
+    c.num_envs = k;
+    return envs::make_env(c, seed);
+  }
+
+  PolicyNet& model;
+  const int64_t k;
+  std::unique_ptr<envs::BatchEnv> env;
+  std::vector<float> obs, rewards;
+  std::vector<uint8_t> terminated, truncated;
+  std::vector<int32_t> actions;
+};
+
+// The greedy returns of `model` computed the long way: each env's first
+// episode.
+std::vector<double> first_episode_returns(PolicyNet& model, const EnvConfig& config, int64_t k,
+                                          uint64_t seed) {
+  GreedyLoop loop(model, config, k, seed);
+  std::vector<double> sums(k, 0.0);
+  std::vector<bool> ended(k, false);
+  for (int64_t done = 0; done < k;) {
+    loop.step();
     for (int64_t i = 0; i < k; ++i) {
       if (ended[i]) continue;
-      sums[i] += rewards[i];
-      if (terminated[i] || truncated[i]) {
+      sums[i] += loop.rewards[i];
+      if (loop.ended(i)) {
         ended[i] = true;
         ++done;
       }
@@ -84,33 +111,20 @@ TEST(EvaluationTest, GreedyIsRepeatableAndSamplingIsNot) {
 }
 
 // The greedy returns of `model` over the first `n` episodes to start on K
-// envs, computed the long way (each env resets by itself as its episode
-// ends), in the order they ended; `steps`: the K-wide steps taken until the
-// last of them ended.
+// envs, computed the long way, in the order they ended; `steps`: the K-wide
+// steps taken until the last of them ended.
 std::vector<double> first_started_returns(PolicyNet& model, const EnvConfig& config, int64_t k,
                                           int64_t n, uint64_t seed, int64_t& steps) {
-  EnvConfig c = config;
-  c.num_envs = k;
-  auto env = envs::make_env(c, seed);
-  const EnvSpec& spec = env->spec();
-  std::vector<float> obs(spec.obs_elements() * k), rewards(k);
-  std::vector<uint8_t> terminated(k), truncated(k);
-  std::vector<int32_t> actions(k);
+  GreedyLoop loop(model, config, k, seed);
   std::vector<double> sums(k, 0.0);
   std::vector<bool> counted(k, true);
   int64_t started = k;
   std::vector<double> returns;
-  env->reset(obs.data());
-  torch::NoGradGuard no_grad;
   for (steps = 0; static_cast<int64_t>(returns.size()) < n; ++steps) {
-    const at::Tensor logits =
-        model->forward(torch::from_blob(obs.data(), {k, spec.obs_elements()})).logits;
-    for (int64_t i = 0; i < k; ++i) actions[i] = logits[i].argmax().item<int32_t>();
-    env->step(actions.data(),
-              {obs.data(), rewards.data(), terminated.data(), truncated.data(), nullptr});
+    loop.step();
     for (int64_t i = 0; i < k; ++i) {
-      sums[i] += rewards[i];
-      if (!terminated[i] && !truncated[i]) continue;
+      sums[i] += loop.rewards[i];
+      if (!loop.ended(i)) continue;
       if (counted[i]) returns.push_back(sums[i]);
       counted[i] = started < n;  // its next episode starts now
       started += counted[i] ? 1 : 0;
