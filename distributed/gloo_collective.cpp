@@ -74,9 +74,13 @@ GlooCollective::~GlooCollective() {
   if (broken_) (void)group_.release();
 }
 
+void GlooCollective::check_usable() const {
+  if (broken_) throw PeerLost(fmt::format("rank {}: the collective was aborted", o_.rank));
+}
+
 void GlooCollective::run(const char* what,
                          const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
-  if (broken_) throw PeerLost(fmt::format("rank {}: the collective was aborted", o_.rank));
+  check_usable();
   try {
     auto work = start();
     // Gloo's own timeout fires first; this one holds should it not.
@@ -99,17 +103,17 @@ PeerLost GlooCollective::lost(const char* what, const std::exception& e) {
 }
 
 template <typename T>
-GlooCollective::Ring<T>& GlooCollective::ring(size_t count) {
-  auto& rings = [this]() -> std::map<size_t, Ring<T>>& {
+GlooCollective::Direct<T>& GlooCollective::direct(size_t count) {
+  auto& made_before = [this]() -> std::map<size_t, Direct<T>>& {
     if constexpr (std::is_same_v<T, float>) {
-      return float_rings_;
+      return float_direct_;
     } else {
-      return int_rings_;
+      return int_direct_;
     }
   }();
-  auto found = rings.find(count);
-  if (found != rings.end()) return found->second;
-  Ring<T>& made = rings[count];
+  auto found = made_before.find(count);
+  if (found != made_before.end()) return found->second;
+  Direct<T>& made = made_before[count];
   made.buffer.resize(count);
   // Each part of the buffer is summed on one rank and then passed on, so
   // every rank gets the same bits (the replicas stay identical); Gloo's
@@ -132,9 +136,9 @@ template <typename T>
 void GlooCollective::all_reduce(std::span<T> data, at::ScalarType type) {
 #ifdef PRONGHORN_GLOO_DIRECT
   if (!data.empty() && data.size_bytes() <= kDirectMaxBytes) {
-    if (broken_) throw PeerLost(fmt::format("rank {}: the collective was aborted", o_.rank));
+    check_usable();
     try {
-      Ring<T>& r = ring<T>(data.size());
+      Direct<T>& r = direct<T>(data.size());
       std::copy(data.begin(), data.end(), r.buffer.begin());
       r.algorithm->run();  // every read and write within distributed.timeout_s
       std::copy(r.buffer.begin(), r.buffer.end(), data.begin());

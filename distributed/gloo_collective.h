@@ -8,12 +8,10 @@
 // and took 1.4–6.6 ms for a [64, 64] MLP's gradients in training on a VM's
 // vCPUs, 0.24–0.99 ms on its own (BENCHMARKS.md); up to 64 kB by halving
 // and doubling (2·log2 N hops at a power of two), above by a chunked ring
-// (2·(N − 1)).
-// Larger ones stay c10d's: a synchronous ring writes two chunks before it
-// reads, which must fit the sockets' buffers or every rank waits in its
-// write. Connecting the second
-// context may take Gloo's 5 × distributed.timeout_s for a peer lost then,
-// as c10d's connect may.
+// (2·(N − 1)). Larger ones stay c10d's: a synchronous ring writes two
+// chunks before it reads, which must fit the sockets' buffers or every rank
+// waits in its write. Connecting the second context may take Gloo's 5 ×
+// distributed.timeout_s for a peer lost then, as c10d's connect may.
 //
 // LibTorch 1.13's Gloo cannot abort a pending operation, and its destructor
 // joins worker threads that may wait on a lost peer: once a call has failed,
@@ -70,24 +68,26 @@ class GlooCollective : public Collective {
   // The all-reduce of `count` elements of T, in place over `data`.
   template <typename T>
   void all_reduce(std::span<T> data, at::ScalarType type);
-  // An all-reduce over a buffer of its own, one per element type and
-  // count: every rank makes the same calls with the same counts, so every
-  // rank builds the same rings in the same order (each takes the context's
-  // next slot), whatever its buffers' addresses.
+  // Throws PeerLost once a call has failed or abort() was called.
+  void check_usable() const;
+  // A small all-reduce in the calling thread, over a buffer of its own, one
+  // per element type and count: every rank makes the same calls with the
+  // same counts, so every rank builds the same ones in the same order (each
+  // takes the context's next slot), whatever its buffers' addresses.
   template <typename T>
-  struct Ring {
+  struct Direct {
     std::vector<T> buffer;
     std::unique_ptr<::gloo::Algorithm> algorithm;
   };
   template <typename T>
-  Ring<T>& ring(size_t count);
+  Direct<T>& direct(size_t count);
 
   GlooOptions o_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::shared_ptr<::gloo::transport::Device> device_;     // PRONGHORN_GLOO_DIRECT's
   std::shared_ptr<::gloo::rendezvous::Context> context_;  // the small all-reduces'
-  std::map<size_t, Ring<float>> float_rings_;
-  std::map<size_t, Ring<int64_t>> int_rings_;
+  std::map<size_t, Direct<float>> float_direct_;
+  std::map<size_t, Direct<int64_t>> int_direct_;
   bool broken_ = false;
 };
 
